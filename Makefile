@@ -1,0 +1,79 @@
+# gdn.c build. `make` builds ./gdn (CPU backend; the CUDA backend too with CUDA=1, or CUDA=auto to use
+# nvcc when present). `make test` builds and runs the test suite (tests/run.sh).
+CC      ?= gcc
+NVCC    ?= nvcc
+CUDA    ?= 0
+OPT     ?= -O3 -march=native
+CFLAGS  += $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+           -fopenmp -fno-fast-math -I. -MMD -MP
+LDLIBS  += -lyaml -lcjson -lopenblas -lutf8proc -lzstd -lsnappy -lz -lm -lpthread -fopenmp
+# Hopper: sm_90a machine code (wgmma/TMA capable) plus sm_90 PTX for forward compatibility.
+CUDA_ARCH ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
+NVFLAGS += -O3 -g -lineinfo -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -fopenmp,-Wall -MMD -MP \
+           --expt-relaxed-constexpr
+
+ifeq ($(CUDA),auto)
+  CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
+endif
+
+BUILD := build
+LIB_DIRS := util model cpu data io train eval infer
+LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+ifeq ($(CUDA),1)
+  CU_SRC  := $(wildcard cuda/*.cu)
+  LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.o)
+  CFLAGS  += -DGDN_CUDA
+  NVFLAGS += -DGDN_CUDA
+  CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lnccl -lstdc++
+else
+  LIB_OBJ += $(BUILD)/cuda/stub.o
+endif
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# GPU tests (tests/gpu/*.c) need a GPU to run: built only with CUDA=1, run by scripts/gpu_check.sh.
+GPU_TEST_SRC := $(wildcard tests/gpu/*.c)
+GPU_TEST_BIN := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/gpu_tests/%)
+
+.PHONY: all test clean assets gpu-tests
+all: gdn $(TEST_BIN) $(if $(filter 1,$(CUDA)),$(GPU_TEST_BIN))
+gpu-tests: $(GPU_TEST_BIN)
+
+gdn: $(BUILD)/gdn.o $(BUILD)/libgdn.a
+	$(CC) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/libgdn.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/cuda/stub.o: cuda/stub.c.in
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -x c -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libgdn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libgdn.a $(LDLIBS)
+
+$(BUILD)/gpu_tests/%: tests/gpu/%.c $(BUILD)/libgdn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libgdn.a $(LDLIBS)
+
+test: all
+	bash tests/run.sh
+
+assets:
+	bash scripts/fetch_assets.sh
+
+clean:
+	rm -rf $(BUILD) gdn
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,66 @@
+// gdn.c: Gated DeltaNet language-model pretraining in C. One binary, many subcommands.
+// Each subcommand lives with its concern (data/, train/, io/, eval/, infer/) and is registered here.
+#include <stdio.h>
+#include <string.h>
+
+#include "util/common.h"
+
+typedef int (*CmdFn)(int argc, char **argv);
+// Weak so that the binary links while a subsystem is absent; a missing command says so.
+#define CMD(name) __attribute__((weak)) int name(int argc, char **argv);
+CMD(cmd_prepare) CMD(cmd_tokenize) CMD(cmd_dataset) CMD(cmd_train) CMD(cmd_score) CMD(cmd_convert)
+CMD(cmd_verify) CMD(cmd_generate) CMD(cmd_eval) CMD(cmd_bench) CMD(cmd_params)
+#undef CMD
+
+static const struct { const char *name; CmdFn *fn; const char *help; } commands[] = {
+    {"prepare", (CmdFn *)0, "raw text (JSONL, text, Parquet) -> Megatron .bin/.idx token files"},
+    {"tokenize", (CmdFn *)0, "text on stdin -> token ids (or --decode ids -> text)"},
+    {"dataset", (CmdFn *)0, "inspect a token dataset: info | show"},
+    {"train", (CmdFn *)0, "train a GDN model (CPU fp32 or CUDA bf16)"},
+    {"score", (CmdFn *)0, "validation loss and perplexity of a checkpoint on a token dataset"},
+    {"convert", (CmdFn *)0, "checkpoints <-> FLA HuggingFace format; Megatron checkpoints in"},
+    {"verify", (CmdFn *)0, "sanity prompts: loss, top-5, greedy text; PASS/FAIL"},
+    {"generate", (CmdFn *)0, "sample text with constant-memory recurrent decoding"},
+    {"eval", (CmdFn *)0, "lm-eval-harness compatible benchmarks on local task files"},
+    {"bench", (CmdFn *)0, "time the training step / kernels"},
+    {"params", (CmdFn *)0, "print the tensor table and parameter count of a config"},
+};
+
+static CmdFn lookup(const char *name) {
+    if (!strcmp(name, "prepare")) return cmd_prepare;
+    if (!strcmp(name, "tokenize")) return cmd_tokenize;
+    if (!strcmp(name, "dataset")) return cmd_dataset;
+    if (!strcmp(name, "train")) return cmd_train;
+    if (!strcmp(name, "score")) return cmd_score;
+    if (!strcmp(name, "convert")) return cmd_convert;
+    if (!strcmp(name, "verify")) return cmd_verify;
+    if (!strcmp(name, "generate")) return cmd_generate;
+    if (!strcmp(name, "eval")) return cmd_eval;
+    if (!strcmp(name, "bench")) return cmd_bench;
+    if (!strcmp(name, "params")) return cmd_params;
+    return NULL;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: gdn <command> [options]   (gdn <command> --help for each)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-9s %s%s\n", commands[i].name, commands[i].help,
+                lookup(commands[i].name) ? "" : "  [not built]");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    int known = 0;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) known |= !strcmp(commands[i].name, argv[1]);
+    if (!known) {
+        fprintf(stderr, "gdn: unknown command '%s'\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
+    CmdFn fn = lookup(argv[1]);
+    if (!fn) die("command '%s' is not part of this build", argv[1]);
+    return fn(argc - 1, argv + 1);
+}

@@ -1,0 +1,140 @@
+// backend.h: the op table the model graph (model/gdn.c) is written against. cpu/ and cuda/ each fill one.
+//
+// Conventions (every backend follows them; the twin tests check it):
+// * "act" buffers hold activations in the backend's activation dtype: act_bytes = 4 (fp32) or 2 (bf16).
+//   float* buffers are fp32 always: parameters (master copy), parameter gradients, norm statistics,
+//   beta/gamma, losses, optimizer state. All pointers are backend memory (host for CPU, device for CUDA).
+// * GEMM weights are passed as act buffers: the backend's compute copy of the fp32 master (for fp32
+//   backends the master itself). Small parameters (norm weights, conv, A_log, dt_bias) are fp32.
+// * Row-major matrices; `ld*` is a row stride in elements, so ops can read column slices of a fused
+//   projection output without copies.
+// * Tokens: N = B*T rows, token n = b*T + t. Sequences never mix (conv and delta rule restart at t=0).
+// * Parameter gradients (float *dw...) ACCUMULATE (+=) so micro-batches add up; activation gradients
+//   OVERWRITE unless an `accumulate` argument says otherwise.
+// * Reductions are deterministic: no float atomics, a fixed order independent of thread count.
+// * Ops are asynchronous on CUDA (one stream); only memcpy_d2h and sync wait.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct Backend {
+    const char *name; // "cpu", "cuda"
+    int act_bytes;    // 4 or 2
+
+    // ---- memory
+    void *(*alloc)(size_t bytes); // zero-filled; dies with the size asked and a hint on failure
+    void (*free)(void *p);
+    void (*memcpy_h2d)(void *dst, const void *src, size_t bytes);
+    void (*memcpy_d2h)(void *dst, const void *src, size_t bytes);
+    void (*memcpy_d2d)(void *dst, const void *src, size_t bytes);
+    void (*memset0)(void *p, size_t bytes);
+    void (*sync)(void);
+    void (*to_act)(void *dst, const float *src, size_t n);   // fp32 -> act (RNE for bf16)
+    void (*from_act)(float *dst, const void *src, size_t n); // act -> fp32
+
+    // ---- embedding (tied with the lm head)
+    // x[n,:] = E[ids[n],:]. ids is backend memory. E is act [V,h].
+    void (*embedding_fwd)(void *x, const int32_t *ids, const void *E, int N, int h);
+    // dE[ids[n],:] += dx[n,:], summed in token order per row of dE (deterministic).
+    void (*embedding_bwd)(float *dE, const void *dx, const int32_t *ids, int N, int h, int V);
+
+    // ---- RMSNorm with the residual add fused in
+    // s = x + resid (resid NULL: s = x); y = s * rstd * w, rstd[n] = (mean_c s[n,c]^2 + eps)^-1/2.
+    // The statistics use the fp32 sum; s_out (NULL allowed when resid is NULL) stores s in act dtype.
+    void (*rmsnorm_fwd)(void *y, float *rstd, void *s_out, const void *x, const void *resid, const float *w,
+                        int N, int h, float eps);
+    // ds = dL/ds (through y) + dres (dres NULL: no add); dw += sum_n dy*s*rstd. s is the stored s_out.
+    void (*rmsnorm_bwd)(void *ds, float *dw, const void *dy, const void *s, const float *rstd, const float *w,
+                        const void *dres, int N, int h);
+
+    // ---- GEMM: y[M,N] = x[M,K] . W[N,K]^T (+ y if accumulate)
+    void (*matmul_fwd)(void *y, int ldy, const void *x, int ldx, const void *W, int M, int N, int K, int accumulate);
+    // dx[M,K] = dy[M,N] . W[N,K] (+= if accumulate_dx); dW[N,K] += dy^T . x (fp32). dx or dW may be NULL.
+    void (*matmul_bwd)(void *dx, int lddx, float *dW, const void *dy, int lddy, const void *x, int ldx, const void *W,
+                       int M, int N, int K, int accumulate_dx);
+
+    // ---- causal depthwise conv (width K, no bias) + SiLU, per channel c < D:
+    // y[t,c] = silu(sum_{j<K} w[c*K+j] * x[t-K+1+j, c]), x[t<0] taken from state_in (or 0).
+    // state_in/state_out: [B, D, K-1] fp32, the last K-1 inputs of each sequence, oldest first; either may be
+    // NULL, and they may alias (decode: T=1, the state is read before it is written).
+    void (*conv_silu_fwd)(void *y, int ldy, const void *x, int ldx, const float *w, const float *state_in,
+                          float *state_out, int B, int T, int D, int K);
+    // dx (overwrite), dw += ; initial state taken as zero.
+    void (*conv_silu_bwd)(void *dx, int lddx, float *dw, const void *dy, int lddy, const void *x, int ldx,
+                          const float *w, int B, int T, int D, int K);
+
+    // ---- L2 norm of each head vector: y = x / sqrt(sum x^2 + 1e-6); rstd[n*heads+i] kept for backward.
+    void (*l2norm_fwd)(void *y, int ldy, float *rstd, const void *x, int ldx, int N, int heads, int d);
+    // dx = rstd * (dy - (dy . y) y), y the stored output.
+    void (*l2norm_bwd)(void *dx, int lddx, const void *dy, int lddy, const void *y, int ldy, const float *rstd,
+                       int N, int heads, int d);
+
+    // ---- beta and gate: beta[n,j] = sigmoid(b[n,j]); gamma[n,j] = -exp(A_log[j]) * softplus(a[n,j] + dt_bias[j])
+    // (softplus(x) = x for x > 20). b and a are act columns with row stride ld.
+    void (*gate_fwd)(float *beta, float *gamma, const void *b, const void *a, int ld, const float *A_log,
+                     const float *dt_bias, int N, int HV);
+    // db, da (act, row stride ld, overwrite); dA_log, ddt_bias += (fp32, reduced over tokens).
+    void (*gate_bwd)(void *db, void *da, int ld, float *dA_log, float *ddt_bias, const float *dbeta,
+                     const float *dgamma, const void *b, const void *a, const float *A_log, const float *dt_bias,
+                     int N, int HV);
+
+    // ---- gated delta rule (spec model.md §2.4 semantics, chunk size 64 form §3)
+    // q, k: [N, H*dk] (L2-normed) with row stride ldqk; v: [N, HV*dv] stride ldv; beta, gamma: [N, HV] fp32.
+    // v head j reads q/k head j / (HV/H). o: [N, HV*dv] stride ldo.
+    // h_save: per-chunk start states [B, HV, NT, dk, dv] act (NT = ceil(T/64)), kept for backward; may be NULL.
+    // state: [B, HV, dk, dv] fp32, initial state in and final state out; NULL = zero initial, not returned.
+    void (*delta_rule_fwd)(void *o, int ldo, void *h_save, float *state, const void *q, const void *k, int ldqk,
+                           const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H,
+                           int HV, int dk, int dv, float scale);
+    // Overwrites dq, dk ([N, H*dk], summed over each q/k head's v heads), dv, dbeta, dgamma (fp32 [N,HV]).
+    // Zero initial state assumed (training).
+    void (*delta_rule_bwd)(void *dq, void *dk, int lddqk, void *dv, int lddv, float *dbeta, float *dgamma,
+                           const void *do_, int lddo, const void *h_save, const void *q, const void *k, int ldqk,
+                           const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H,
+                           int HV, int dk, int dv, float scale);
+
+    // ---- output norm and gate (FLA FusedRMSNormGated, swish): per (n, v head j), over e < dv:
+    // y = o * rstd * w[e] * silu(z), rstd[n*HV+j] = (mean_e o^2 + eps)^-1/2.
+    void (*gated_rmsnorm_fwd)(void *y, int ldy, float *rstd, const void *o, int ldo, const void *z, int ldz,
+                              const float *w, int N, int HV, int dv, float eps);
+    void (*gated_rmsnorm_bwd)(void *do_, int lddo, void *dz, int lddz, float *dw, const void *dy, int lddy,
+                              const void *o, int ldo, const void *z, int ldz, const float *rstd, const float *w,
+                              int N, int HV, int dv);
+
+    // ---- SwiGLU: gu [N, 2F] = [gate | up]; y[N,F] = silu(gate) * up
+    void (*swiglu_fwd)(void *y, const void *gu, int N, int F);
+    void (*swiglu_bwd)(void *dgu, const void *dy, const void *gu, int N, int F);
+
+    // ---- tied lm head + cross-entropy, never materialising all [N, V] logits at once.
+    // logits_n = y[n,:] . E^T. For targets[n] >= 0: losses[n] = logsumexp(logits_n) - logits_n[targets[n]];
+    // targets[n] < 0: losses[n] = 0 and no gradient. If dy != NULL: dy = d(loss_scale * sum_n losses[n])/dy
+    // (overwrite) and dE += the same w.r.t. E. targets is backend memory.
+    void (*lmhead_ce)(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets,
+                      int N, int h, int V, float loss_scale);
+    // logits[N, V] fp32 (inference, eval).
+    void (*lmhead_logits)(float *logits, const void *y, const void *E, int N, int h, int V);
+
+    // ---- optimizer
+    void (*sum)(float *out, const float *x, size_t n);   // out[0] = sum x (deterministic), backend memory
+    void (*sumsq)(float *out, const float *x, size_t n); // out[0] = sum x^2
+    // AdamW (decoupled decay) on n elements with g_eff = g * gscale, bias-corrected with `step` (1-based):
+    // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p).
+    // p_act (nullable) receives the updated p in act dtype (the GEMM compute copy).
+    void (*adamw)(float *p, void *p_act, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+                  float eps, float wd, int step, float gscale);
+} Backend;
+
+const Backend *backend_cpu(void);
+// CUDA backend (cuda/backend.cu); NULL when built without CUDA or no usable GPU. precision_bf16 picks
+// the activation dtype. err gets the reason for NULL.
+const Backend *backend_cuda(int precision_bf16, char *err, size_t errlen);
+// Picks by name: "cpu", "cuda", "auto" (cuda when available). Dies with a clear message on failure.
+const Backend *backend_select(const char *device, const char *precision);
+
+#ifdef __cplusplus
+}
+#endif

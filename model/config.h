@@ -1,0 +1,108 @@
+// config.h: every setting of gdn.c (model shape and training recipe) in one key table.
+// The table drives YAML loading, --key value flags, `--help` text and the resolved config stored in
+// checkpoints, so a key is added in exactly one place (CONFIG_KEYS below).
+// Key names follow Primus/Megatron where one exists (hidden_size, ffn_hidden_size, num_layers = 2 x GDN
+// blocks, linear_* head keys, train_iters, micro_batch_size, ...).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
+
+// X(name, type, field, default, help)
+#define CONFIG_KEYS(X)                                                                                     \
+    /* model (Primus names; FLA names accepted as aliases, see config.c) */                                \
+    X(hidden_size, CK_INT, hidden_size, "1024", "model width h")                                          \
+    X(num_layers, CK_INT, num_layers, "24", "Megatron sublayers: 2 x GDN blocks (GDN + MLP alternate)")   \
+    X(ffn_hidden_size, CK_INT, ffn_hidden_size, "4096", "SwiGLU width F")                                 \
+    X(linear_num_key_heads, CK_INT, num_heads, "4", "q/k heads H")                                        \
+    X(linear_num_value_heads, CK_INT, num_v_heads, "8", "v heads HV (grouped-value; multiple of H)")      \
+    X(linear_key_head_dim, CK_INT, head_dim, "64", "q/k head dim dk")                                     \
+    X(linear_value_head_dim, CK_INT, v_head_dim, "64", "v head dim dv")                                   \
+    X(linear_conv_kernel_dim, CK_INT, conv_size, "4", "short causal conv width")                          \
+    X(vocab_size, CK_INT, vocab_size, "128256", "vocabulary (tied embeddings / lm_head)")                 \
+    X(norm_epsilon, CK_FLOAT, norm_eps, "1e-6", "RMSNorm eps (attn/mlp/final/o_norm)")                    \
+    X(init_method_std, CK_FLOAT, init_std, "0.02", "std of the normal init")                              \
+    /* training */                                                                                         \
+    X(train_iters, CK_INT, train_iters, "100", "optimizer steps")                                         \
+    X(micro_batch_size, CK_INT, micro_batch_size, "1", "sequences per micro-batch (per rank)")           \
+    X(global_batch_size, CK_INT, global_batch_size, "1", "sequences per step (all ranks, all micro-batches)") \
+    X(seq_length, CK_INT, seq_length, "2048", "tokens per sequence")                                      \
+    X(lr, CK_FLOAT, lr, "2e-4", "peak learning rate")                                                     \
+    X(min_lr, CK_FLOAT, min_lr, "2e-5", "final learning rate of the decay")                               \
+    X(lr_warmup_iters, CK_INT, lr_warmup_iters, "0", "linear warmup steps")                               \
+    X(lr_decay_iters, CK_INT, lr_decay_iters, "0", "decay length in steps (0 = train_iters)")             \
+    X(lr_decay_style, CK_STR, lr_decay_style, "cosine", "cosine | linear | constant")                    \
+    X(weight_decay, CK_FLOAT, weight_decay, "0.01", "AdamW decoupled weight decay (not on 1-D tensors)") \
+    X(adam_beta1, CK_FLOAT, adam_beta1, "0.9", "AdamW beta1")                                             \
+    X(adam_beta2, CK_FLOAT, adam_beta2, "0.95", "AdamW beta2")                                            \
+    X(adam_eps, CK_FLOAT, adam_eps, "1e-8", "AdamW eps")                                                  \
+    X(clip_grad, CK_FLOAT, clip_grad, "1.0", "global grad-norm clip (0 = off)")                          \
+    X(seed, CK_INT, seed, "42", "seed for init and data order")                                           \
+    X(log_interval, CK_INT, log_interval, "1", "iterations between log lines")                           \
+    X(save, CK_STR, save, "", "checkpoint directory")                                                     \
+    X(save_interval, CK_INT, save_interval, "0", "iterations between checkpoints (0 = only at the end)") \
+    X(load, CK_STR, load, "", "checkpoint directory or iter_N dir to resume from")                       \
+    X(finetune, CK_BOOL, finetune, "false", "with load: take weights only, start at step 0")             \
+    X(train_data_path, CK_STR, train_data_path, "", "Megatron .bin/.idx prefix")                         \
+    X(data_order, CK_STR, data_order, "megatron", "megatron (GPTDataset) | fla (FLA-aligned chunks)")     \
+    X(metrics_file, CK_STR, metrics_file, "", "JSONL metrics file (default <save>/metrics.jsonl)")       \
+    X(device, CK_STR, device, "auto", "cpu | cuda | auto")                                                \
+    X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
+    X(delta_rule, CK_STR, delta_rule, "chunk", "chunk | recurrent (CPU reference form)")
+
+typedef struct {
+    int hidden_size, num_layers, ffn_hidden_size, num_heads, num_v_heads, head_dim, v_head_dim;
+    int conv_size, vocab_size;
+    float norm_eps, init_std;
+    int train_iters, micro_batch_size, global_batch_size, seq_length;
+    float lr, min_lr;
+    int lr_warmup_iters, lr_decay_iters;
+    char lr_decay_style[16];
+    float weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad;
+    int seed, log_interval;
+    char save[512];
+    int save_interval;
+    char load[512];
+    int finetune;
+    char train_data_path[512], data_order[16], metrics_file[512], device[16], precision[16];
+    char delta_rule[16];
+} Config;
+
+// The model shape derived from a Config (what the graph and the tensor table use).
+typedef struct {
+    int h;      // hidden size
+    int L;      // GDN blocks (each = GDN mixer + SwiGLU MLP)
+    int H, HV;  // q/k heads, v heads
+    int dk, dv; // head dims
+    int Kd, Vd; // H*dk, HV*dv
+    int F;      // MLP width
+    int K;      // conv width
+    int V;      // vocab
+    float eps;
+    float init_std;
+} ModelDims;
+
+void config_defaults(Config *c);
+// Loads a YAML file of "key: value" pairs (nested mappings are flattened; unknown keys are errors).
+int config_load_yaml(Config *c, const char *path, char *err, size_t errlen);
+// Applies "--key value" / "--key=value" flags; consumed flags are removed from argv (argc updated).
+// Flags that are not config keys are left in place for the caller.
+int config_apply_flags(Config *c, int *argc, char **argv, char *err, size_t errlen);
+int config_set(Config *c, const char *key, const char *value, char *err, size_t errlen);
+int config_validate(const Config *c, char *err, size_t errlen);
+ModelDims config_dims(const Config *c);
+// Resolved config as a JSON object string (malloc'd); parsed back with config_from_json.
+char *config_to_json(const Config *c);
+int config_from_json(Config *c, const char *json, char *err, size_t errlen);
+void config_print_help(FILE *f);
+void config_print(const Config *c, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
