@@ -90,9 +90,9 @@ typedef struct Backend {
     void (*delta_rule_fwd)(void *o, int ldo, void *h_save, float *state, const void *q, const void *k, int ldqk,
                            const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H,
                            int HV, int dk, int dv, float scale);
-    // Overwrites dq, dk ([N, H*dk], summed over each q/k head's v heads), dv, dbeta, dgamma (fp32 [N,HV]).
+    // Overwrites dQ, dK ([N, H*dk], summed over each q/k head's v heads), dV, dbeta, dgamma (fp32 [N,HV]).
     // Zero initial state assumed (training).
-    void (*delta_rule_bwd)(void *dq, void *dk, int lddqk, void *dv, int lddv, float *dbeta, float *dgamma,
+    void (*delta_rule_bwd)(void *dQ, void *dK, int lddqk, void *dV, int lddv, float *dbeta, float *dgamma,
                            const void *do_, int lddo, const void *h_save, const void *q, const void *k, int ldqk,
                            const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H,
                            int HV, int dk, int dv, float scale);

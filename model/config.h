@@ -47,6 +47,7 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(log_interval, CK_INT, log_interval, "1", "iterations between log lines")                           \
     X(save, CK_STR, save, "", "checkpoint directory")                                                     \
     X(save_interval, CK_INT, save_interval, "0", "iterations between checkpoints (0 = only at the end)") \
+    X(exit_interval, CK_INT, exit_interval, "0", "stop (with a checkpoint) after an iteration divisible by this") \
     X(load, CK_STR, load, "", "checkpoint directory or iter_N dir to resume from")                       \
     X(finetune, CK_BOOL, finetune, "false", "with load: take weights only, start at step 0")             \
     X(train_data_path, CK_STR, train_data_path, "", "Megatron .bin/.idx prefix")                         \
@@ -67,7 +68,7 @@ typedef struct {
     float weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad;
     int seed, log_interval;
     char save[512];
-    int save_interval;
+    int save_interval, exit_interval;
     char load[512];
     int finetune;
     char train_data_path[512], data_order[16], metrics_file[512], device[16], precision[16];

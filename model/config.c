@@ -1,0 +1,278 @@
+// config.c: the key table of config.h applied to YAML files, flags and JSON.
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "../util/common.h"
+
+typedef struct {
+    const char *name;
+    int type;
+    size_t off, size;
+    const char *def, *help;
+} KeyInfo;
+
+static const KeyInfo keys[] = {
+#define X(name, type, field, def, help) {#name, type, offsetof(Config, field), sizeof(((Config *)0)->field), def, help},
+    CONFIG_KEYS(X)
+#undef X
+};
+enum { NKEYS = sizeof keys / sizeof keys[0] };
+
+// FLA / HF names accepted for the same settings. num_hidden_layers counts GDN blocks, hence the factor.
+static const struct { const char *alias, *key; int factor; } aliases[] = {
+    {"num_hidden_layers", "num_layers", 2},      {"intermediate_size", "ffn_hidden_size", 1},
+    {"num_heads", "linear_num_key_heads", 1},     {"num_v_heads", "linear_num_value_heads", 1},
+    {"head_dim", "linear_key_head_dim", 1},       {"conv_size", "linear_conv_kernel_dim", 1},
+    {"norm_eps", "norm_epsilon", 1},              {"layernorm_epsilon", "norm_epsilon", 1},
+    {"initializer_range", "init_method_std", 1},  {"train_steps", "train_iters", 1},
+    {"data_path", "train_data_path", 1},
+};
+
+static const KeyInfo *find_key(const char *name) {
+    for (int i = 0; i < NKEYS; i++)
+        if (!strcmp(keys[i].name, name)) return &keys[i];
+    return NULL;
+}
+
+static int parse_bool(const char *v, int *out) {
+    if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) return *out = 1, 0;
+    if (!strcasecmp(v, "false") || !strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off")) return *out = 0, 0;
+    return -1;
+}
+
+static int set_key(Config *c, const KeyInfo *k, const char *v, int factor, char *err, size_t errlen) {
+    char *base = (char *)c + k->off, *end;
+    switch (k->type) {
+    case CK_INT: {
+        errno = 0;
+        double d = strtod(v, &end); // accepts 1e3 style integers too
+        if (errno || end == v || *end || d != floor(d) || fabs(d) > 2e9)
+            return set_err(err, errlen, "key '%s': expected an integer, got '%s'", k->name, v);
+        *(int *)base = (int)d * factor;
+        return 0;
+    }
+    case CK_FLOAT: {
+        errno = 0;
+        double d = strtod(v, &end);
+        if (errno || end == v || *end || !isfinite(d))
+            return set_err(err, errlen, "key '%s': expected a number, got '%s'", k->name, v);
+        *(float *)base = (float)d;
+        return 0;
+    }
+    case CK_BOOL:
+        if (parse_bool(v, (int *)base)) return set_err(err, errlen, "key '%s': expected true or false, got '%s'", k->name, v);
+        return 0;
+    case CK_STR:
+        if (strlen(v) >= k->size) return set_err(err, errlen, "key '%s': value too long (max %zu)", k->name, k->size - 1);
+        strcpy(base, v);
+        return 0;
+    }
+    return -1;
+}
+
+int config_set(Config *c, const char *key, const char *value, char *err, size_t errlen) {
+    const KeyInfo *k = find_key(key);
+    int factor = 1;
+    if (!k) {
+        for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+            if (!strcmp(aliases[i].alias, key)) { k = find_key(aliases[i].key); factor = aliases[i].factor; }
+    }
+    if (!k) return set_err(err, errlen, "unknown key '%s' (gdn train --help lists the keys)", key);
+    return set_key(c, k, value, factor, err, errlen);
+}
+
+void config_defaults(Config *c) {
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < NKEYS; i++) {
+        char err[ERR_LEN];
+        if (set_key(c, &keys[i], keys[i].def, 1, err, sizeof err)) die("bad default: %s", err);
+    }
+}
+
+// Flattens nested mappings ("model: {hidden_size: 1024}" -> hidden_size) since Primus YAMLs group keys.
+int config_load_yaml(Config *c, const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return set_err(err, errlen, "cannot open config %s: %s", path, strerror(errno));
+    yaml_parser_t p;
+    yaml_parser_initialize(&p);
+    yaml_parser_set_input_file(&p, f);
+    char key[128] = "";
+    int have_key = 0, depth = 0, rc = 0, done = 0;
+    while (!done) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) {
+            rc = set_err(err, errlen, "%s:%zu: YAML error: %s", path, p.problem_mark.line + 1,
+                         p.problem ? p.problem : "parse error");
+            break;
+        }
+        switch (ev.type) {
+        case YAML_STREAM_END_EVENT: done = 1; break;
+        case YAML_MAPPING_START_EVENT: depth++; have_key = 0; break;
+        case YAML_MAPPING_END_EVENT: depth--; have_key = 0; break;
+        case YAML_SEQUENCE_START_EVENT:
+            rc = set_err(err, errlen, "%s:%zu: key '%s': lists are not supported", path, ev.start_mark.line + 1, key);
+            done = 1;
+            break;
+        case YAML_SCALAR_EVENT:
+            if (!have_key) {
+                snprintf(key, sizeof key, "%s", (const char *)ev.data.scalar.value);
+                have_key = 1;
+            } else {
+                char e2[ERR_LEN];
+                const char *v = (const char *)ev.data.scalar.value;
+                if (!strcmp(v, "null") || !strcmp(v, "~")) v = "";
+                if (config_set(c, key, v, e2, sizeof e2)) {
+                    rc = set_err(err, errlen, "%s:%zu: %s", path, ev.start_mark.line + 1, e2);
+                    done = 1;
+                }
+                have_key = 0;
+            }
+            break;
+        default: break;
+        }
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&p);
+    fclose(f);
+    return rc;
+}
+
+int config_apply_flags(Config *c, int *argc, char **argv, char *err, size_t errlen) {
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) { argv[out++] = argv[i]; continue; }
+        char name[128];
+        const char *eq = strchr(a + 2, '=');
+        size_t n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (n >= sizeof name) { argv[out++] = argv[i]; continue; }
+        memcpy(name, a + 2, n);
+        name[n] = 0;
+        for (char *s = name; *s; s++) if (*s == '-') *s = '_';
+        int known = find_key(name) != NULL;
+        for (size_t j = 0; j < sizeof aliases / sizeof aliases[0]; j++) known |= !strcmp(aliases[j].alias, name);
+        if (!known) { argv[out++] = argv[i]; continue; }
+        const KeyInfo *k = find_key(name);
+        const char *v;
+        if (eq) v = eq + 1;
+        else if (k && k->type == CK_BOOL && (i + 1 >= *argc || strncmp(argv[i + 1], "--", 2) == 0)) v = "true";
+        else if (i + 1 < *argc) v = argv[++i];
+        else return set_err(err, errlen, "flag --%s needs a value", name);
+        if (config_set(c, name, v, err, errlen)) return -1;
+    }
+    argv[out] = NULL;
+    *argc = out;
+    return 0;
+}
+
+ModelDims config_dims(const Config *c) {
+    ModelDims d;
+    d.h = c->hidden_size;
+    d.L = c->num_layers / 2;
+    d.H = c->num_heads;
+    d.HV = c->num_v_heads;
+    d.dk = c->head_dim;
+    d.dv = c->v_head_dim;
+    d.Kd = d.H * d.dk;
+    d.Vd = d.HV * d.dv;
+    d.F = c->ffn_hidden_size;
+    d.K = c->conv_size;
+    d.V = c->vocab_size;
+    d.eps = c->norm_eps;
+    d.init_std = c->init_std;
+    return d;
+}
+
+int config_validate(const Config *c, char *err, size_t errlen) {
+#define POS(f, name) if (c->f <= 0) return set_err(err, errlen, "key '%s' must be positive (got %d)", name, c->f)
+    POS(hidden_size, "hidden_size"); POS(num_layers, "num_layers"); POS(ffn_hidden_size, "ffn_hidden_size");
+    POS(num_heads, "linear_num_key_heads"); POS(num_v_heads, "linear_num_value_heads");
+    POS(head_dim, "linear_key_head_dim"); POS(v_head_dim, "linear_value_head_dim");
+    POS(conv_size, "linear_conv_kernel_dim"); POS(vocab_size, "vocab_size"); POS(train_iters, "train_iters");
+    POS(micro_batch_size, "micro_batch_size"); POS(global_batch_size, "global_batch_size");
+    POS(seq_length, "seq_length"); POS(log_interval, "log_interval");
+#undef POS
+    if (c->num_layers % 2)
+        return set_err(err, errlen, "num_layers must be even (GDN and MLP sublayers alternate), got %d", c->num_layers);
+    if (c->num_v_heads % c->num_heads)
+        return set_err(err, errlen, "linear_num_value_heads (%d) must be a multiple of linear_num_key_heads (%d)",
+                       c->num_v_heads, c->num_heads);
+    if (c->global_batch_size % c->micro_batch_size)
+        return set_err(err, errlen, "global_batch_size (%d) must be a multiple of micro_batch_size (%d)",
+                       c->global_batch_size, c->micro_batch_size);
+    if (strcmp(c->lr_decay_style, "cosine") && strcmp(c->lr_decay_style, "linear") && strcmp(c->lr_decay_style, "constant"))
+        return set_err(err, errlen, "lr_decay_style must be cosine, linear or constant (got '%s')", c->lr_decay_style);
+    if (strcmp(c->data_order, "megatron") && strcmp(c->data_order, "fla"))
+        return set_err(err, errlen, "data_order must be megatron or fla (got '%s')", c->data_order);
+    if (strcmp(c->delta_rule, "chunk") && strcmp(c->delta_rule, "recurrent"))
+        return set_err(err, errlen, "delta_rule must be chunk or recurrent (got '%s')", c->delta_rule);
+    if (strcmp(c->precision, "bf16") && strcmp(c->precision, "fp32"))
+        return set_err(err, errlen, "precision must be bf16 or fp32 (got '%s')", c->precision);
+    if (c->lr < 0 || c->min_lr < 0 || c->min_lr > c->lr)
+        return set_err(err, errlen, "need 0 <= min_lr <= lr (got lr %g, min_lr %g)", c->lr, c->min_lr);
+    if (c->adam_beta1 < 0 || c->adam_beta1 >= 1 || c->adam_beta2 < 0 || c->adam_beta2 >= 1)
+        return set_err(err, errlen, "adam betas must be in [0, 1)");
+    if (!(c->norm_eps > 0)) return set_err(err, errlen, "norm_epsilon must be positive");
+    return 0;
+}
+
+char *config_to_json(const Config *c) {
+    cJSON *o = cJSON_CreateObject();
+    for (int i = 0; i < NKEYS; i++) {
+        const char *base = (const char *)c + keys[i].off;
+        switch (keys[i].type) {
+        case CK_INT: cJSON_AddNumberToObject(o, keys[i].name, *(const int *)base); break;
+        case CK_FLOAT: {
+            char tmp[32]; // shortest text that reads back to the same float
+            snprintf(tmp, sizeof tmp, "%.9g", *(const float *)base);
+            cJSON_AddRawToObject(o, keys[i].name, tmp);
+            break;
+        }
+        case CK_BOOL: cJSON_AddBoolToObject(o, keys[i].name, *(const int *)base); break;
+        case CK_STR: cJSON_AddStringToObject(o, keys[i].name, base); break;
+        }
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+int config_from_json(Config *c, const char *json, char *err, size_t errlen) {
+    cJSON *o = cJSON_Parse(json);
+    if (!o || !cJSON_IsObject(o)) { cJSON_Delete(o); return set_err(err, errlen, "config JSON does not parse"); }
+    int rc = 0;
+    for (cJSON *it = o->child; it && !rc; it = it->next) {
+        const KeyInfo *k = find_key(it->string);
+        if (!k) { rc = set_err(err, errlen, "config JSON: unknown key '%s'", it->string); break; }
+        char tmp[64];
+        const char *v = tmp;
+        if (cJSON_IsString(it)) v = it->valuestring;
+        else if (cJSON_IsBool(it)) v = cJSON_IsTrue(it) ? "true" : "false";
+        else if (cJSON_IsNumber(it)) snprintf(tmp, sizeof tmp, "%.17g", it->valuedouble);
+        else { rc = set_err(err, errlen, "config JSON: key '%s' has an unsupported type", it->string); break; }
+        rc = set_key(c, k, v, 1, err, errlen);
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+void config_print_help(FILE *f) {
+    fprintf(f, "config keys (YAML `key: value`, or flags `--key value`):\n");
+    for (int i = 0; i < NKEYS; i++) fprintf(f, "  %-24s %-10s %s\n", keys[i].name, keys[i].def, keys[i].help);
+    fprintf(f, "aliases:");
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        fprintf(f, "%s %s%s", i ? "," : "", aliases[i].alias, aliases[i].factor == 2 ? " (x2: GDN blocks)" : "");
+    fprintf(f, "\n");
+}
+
+void config_print(const Config *c, FILE *f) {
+    char *s = config_to_json(c);
+    fprintf(f, "%s\n", s);
+    free(s);
+}

@@ -1,0 +1,336 @@
+// gdn.c: the model graph. Forward, backward and AdamW over the backend op table (backend.h).
+//
+// The residual stream is a chain of norm sites k = 0..2L: s_0 = embeddings, s_{k+1} = s_k + out_k where
+// out_k is sublayer k's output (GDN mixer for even k, SwiGLU MLP for odd k), and y_k = RMSNorm_k(s_k)
+// feeds sublayer k. The add is fused into the next norm (FLA fuse_norm): rmsnorm_fwd(x=out_k, resid=s_k).
+// y_2L (final norm) feeds the tied lm head. Backward walks the chain in reverse with ds_k =
+// RMSNorm_k'(dy_k) + ds_{k+1}.
+#include "gdn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cpu/cpu_ops.h"
+#include "../util/common.h"
+
+#define NCHUNK 64
+
+// act-dtype pointer arithmetic: element offset into an act buffer
+static inline void *A(const Model *m, const void *p, size_t elems) {
+    return (char *)p + elems * (size_t)m->be->act_bytes;
+}
+static inline float *PF(const Model *m, size_t off) { return m->params + off; }
+static inline float *GF(const Model *m, size_t off) { return m->grads + off; }
+static inline void *WA(const Model *m, size_t off) { return A(m, m->wact, off); }
+
+// fused column layout of P = in_proj output and C = conv output
+typedef struct { int Dp, Dc, q, k, v, g, b, a; } ProjCols;
+static ProjCols proj_cols(const ModelDims *d) {
+    ProjCols c;
+    c.q = 0; c.k = d->Kd; c.v = 2 * d->Kd; c.g = 2 * d->Kd + d->Vd; c.b = c.g + d->Vd; c.a = c.b + d->HV;
+    c.Dp = c.a + d->HV;
+    c.Dc = 2 * d->Kd + d->Vd;
+    return c;
+}
+
+Model *model_create(const Config *cfg, const Backend *be, int training) {
+    char err[ERR_LEN];
+    if (config_validate(cfg, err, sizeof err)) die("%s", err);
+    Model *m = xcalloc(1, sizeof *m);
+    m->cfg = *cfg;
+    m->d = config_dims(cfg);
+    m->ops = *be;
+    m->be = &m->ops;
+    if (!strcmp(cfg->delta_rule, "recurrent")) {
+        if (strcmp(be->name, "cpu")) die("delta_rule=recurrent is the CPU reference form; use chunk on %s", be->name);
+        m->ops.delta_rule_fwd = cpu_delta_rule_recurrent_fwd;
+        m->ops.delta_rule_bwd = cpu_delta_rule_recurrent_bwd;
+    }
+    m->training = training;
+    params_layout(&m->lay, &m->d);
+    size_t n = m->lay.total;
+    m->params = be->alloc(n * sizeof(float));
+    m->wact = be->act_bytes == 4 ? (void *)m->params : be->alloc(n * (size_t)be->act_bytes);
+    if (training) {
+        m->grads = be->alloc(n * sizeof(float));
+        m->adam_m = be->alloc(n * sizeof(float));
+        m->adam_v = be->alloc(n * sizeof(float));
+    }
+    m->scalars = be->alloc(64 * sizeof(float));
+    return m;
+}
+
+static void free_acts(Model *m) {
+    const Backend *be = m->be;
+    if (!m->blk) return;
+    for (int l = 0; l < m->d.L; l++) {
+        BlockActs *b = &m->blk[l];
+        if (!m->training && l > 0) { // aliases of block 0, plus the shared stream buffer freed once
+            if (l == 1) be->free(b->s_attn);
+            continue;
+        }
+        void *ps[] = {b->s_attn, b->y_attn, b->rstd_attn, b->P, b->C, b->QK, b->qk_rstd, b->beta, b->gamma,
+                      b->h_save, b->o, b->on, b->on_rstd, b->s_mlp, b->y_mlp, b->rstd_mlp, b->GU, b->Hh};
+        for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+            if (ps[i] && ps[i] != m->emb) be->free(ps[i]);
+    }
+    free(m->blk);
+    m->blk = NULL;
+    void *gs[] = {m->ids, m->targets, m->emb, m->s_final, m->y_final, m->rstd_final, m->out, m->losses, m->dy,
+                  m->ds0, m->ds1, m->dP, m->dC, m->dQK, m->do_, m->don, m->dGU, m->dH, m->dbeta, m->dgamma};
+    for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
+        if (gs[i]) be->free(gs[i]);
+    m->B = m->T = 0;
+}
+
+// Sized for (B, T) on first use; a new shape re-allocates.
+static void ensure_acts(Model *m, int B, int T) {
+    if (m->blk && B == m->B && T == m->T) return;
+    free_acts(m);
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    ProjCols c = proj_cols(d);
+    size_t N = (size_t)B * T, ab = (size_t)be->act_bytes, NT = (size_t)(T + NCHUNK - 1) / NCHUNK;
+#define ACT(n) be->alloc((size_t)(n) * ab)
+#define F32(n) be->alloc((size_t)(n) * sizeof(float))
+    m->B = B; m->T = T;
+    m->ids = be->alloc(N * sizeof(int32_t));
+    m->targets = be->alloc(N * sizeof(int32_t));
+    m->emb = ACT(N * d->h);
+    m->blk = xcalloc((size_t)d->L, sizeof *m->blk);
+    // Training keeps every block's activations for backward. Inference shares block 0's buffers across
+    // blocks; only the residual stream needs two buffers (into attn norm, into mlp norm) that alternate.
+    for (int l = 0; l < d->L; l++) {
+        BlockActs *b = &m->blk[l];
+        if (!m->training && l > 0) {
+            *b = m->blk[0];
+            continue;
+        }
+        b->s_attn = (l == 0) ? m->emb : ACT(N * d->h);
+        b->y_attn = ACT(N * d->h); b->rstd_attn = F32(N);
+        b->P = ACT(N * c.Dp); b->C = ACT(N * c.Dc); b->QK = ACT(N * 2 * d->Kd); b->qk_rstd = F32(N * 2 * d->H);
+        b->beta = F32(N * d->HV); b->gamma = F32(N * d->HV);
+        b->h_save = m->training ? ACT((size_t)B * d->HV * NT * d->dk * d->dv) : NULL;
+        b->o = ACT(N * d->Vd); b->on = ACT(N * d->Vd); b->on_rstd = F32(N * d->HV);
+        b->s_mlp = ACT(N * d->h); b->y_mlp = ACT(N * d->h); b->rstd_mlp = F32(N);
+        b->GU = ACT(N * 2 * d->F); b->Hh = ACT(N * d->F);
+    }
+    if (!m->training && d->L > 1) {
+        void *sA = ACT(N * d->h);
+        for (int l = 1; l < d->L; l++) m->blk[l].s_attn = sA;
+    }
+    m->s_final = ACT(N * d->h); m->y_final = ACT(N * d->h); m->rstd_final = F32(N);
+    m->out = ACT(N * d->h);
+    m->losses = F32(N);
+    if (m->training) {
+        m->dy = ACT(N * d->h); m->ds0 = ACT(N * d->h); m->ds1 = ACT(N * d->h);
+        m->dP = ACT(N * c.Dp); m->dC = ACT(N * c.Dc); m->dQK = ACT(N * 2 * d->Kd);
+        m->do_ = ACT(N * d->Vd); m->don = ACT(N * d->Vd); m->dGU = ACT(N * 2 * d->F); m->dH = ACT(N * d->F);
+        m->dbeta = F32(N * d->HV); m->dgamma = F32(N * d->HV);
+    }
+#undef ACT
+#undef F32
+}
+
+void model_free(Model *m) {
+    if (!m) return;
+    free_acts(m);
+    const Backend *be = m->be;
+    if (m->wact != (void *)m->params) be->free(m->wact);
+    be->free(m->params);
+    if (m->grads) { be->free(m->grads); be->free(m->adam_m); be->free(m->adam_v); }
+    be->free(m->scalars);
+    params_layout_free(&m->lay);
+    free(m);
+}
+
+void model_set_params(Model *m, const float *host) {
+    m->be->memcpy_h2d(m->params, host, m->lay.total * sizeof(float));
+    if (m->wact != (void *)m->params) m->be->to_act(m->wact, m->params, m->lay.total);
+}
+void model_get_params(Model *m, float *host) { m->be->memcpy_d2h(host, m->params, m->lay.total * sizeof(float)); }
+void model_set_optim(Model *m, const float *hm, const float *hv) {
+    m->be->memcpy_h2d(m->adam_m, hm, m->lay.total * sizeof(float));
+    m->be->memcpy_h2d(m->adam_v, hv, m->lay.total * sizeof(float));
+}
+void model_get_optim(Model *m, float *hm, float *hv) {
+    m->be->memcpy_d2h(hm, m->adam_m, m->lay.total * sizeof(float));
+    m->be->memcpy_d2h(hv, m->adam_v, m->lay.total * sizeof(float));
+}
+void model_get_grads(Model *m, float *host) { m->be->memcpy_d2h(host, m->grads, m->lay.total * sizeof(float)); }
+void model_zero_grads(Model *m) { m->be->memset0(m->grads, m->lay.total * sizeof(float)); }
+
+static void check_ids(const Model *m, const int32_t *ids, size_t n, const char *what) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->d.V)
+            die("%s: token id %d at position %zu is outside the vocabulary [0, %d)", what, ids[i], i, m->d.V);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// forward
+
+static void gdn_mixer_fwd(Model *m, int l, int B, int T) {
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    const LayerOffsets *w = &m->lay.layer[l];
+    BlockActs *b = &m->blk[l];
+    ProjCols c = proj_cols(d);
+    int N = B * T;
+    // [q|k|v|g|b|a] = y . W_in^T, one GEMM over the contiguous q..a_proj rows
+    be->matmul_fwd(b->P, c.Dp, b->y_attn, d->h, WA(m, w->q_proj), N, c.Dp, d->h, 0);
+    // causal depthwise conv + SiLU over the q|k|v columns (conv weights q|k|v are contiguous too)
+    be->conv_silu_fwd(b->C, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), NULL, NULL, B, T, c.Dc, d->K);
+    // L2 norm of each q and k head vector (2H vectors of dk per token)
+    be->l2norm_fwd(b->QK, 2 * d->Kd, b->qk_rstd, b->C, c.Dc, N, 2 * d->H, d->dk);
+    be->gate_fwd(b->beta, b->gamma, A(m, b->P, c.b), A(m, b->P, c.a), c.Dp, PF(m, w->A_log), PF(m, w->dt_bias), N,
+                 d->HV);
+    be->delta_rule_fwd(b->o, d->Vd, b->h_save, NULL, b->QK, A(m, b->QK, d->Kd), 2 * d->Kd, A(m, b->C, c.v), c.Dc,
+                       b->beta, b->gamma, B, T, d->H, d->HV, d->dk, d->dv, 1.0f / sqrtf((float)d->dk));
+    be->gated_rmsnorm_fwd(b->on, d->Vd, b->on_rstd, b->o, d->Vd, A(m, b->P, c.g), c.Dp, PF(m, w->o_norm), N, d->HV,
+                          d->dv, d->eps);
+    be->matmul_fwd(m->out, d->h, b->on, d->Vd, WA(m, w->o_proj), N, d->h, d->Vd, 0);
+}
+
+static void mlp_fwd(Model *m, int l, int N) {
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    const LayerOffsets *w = &m->lay.layer[l];
+    BlockActs *b = &m->blk[l];
+    be->matmul_fwd(b->GU, 2 * d->F, b->y_mlp, d->h, WA(m, w->gate_proj), N, 2 * d->F, d->h, 0);
+    be->swiglu_fwd(b->Hh, b->GU, N, d->F);
+    be->matmul_fwd(m->out, d->h, b->Hh, d->F, WA(m, w->down_proj), N, d->h, d->F, 0);
+}
+
+void model_forward(Model *m, const int32_t *ids, int B, int T) {
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    int N = B * T;
+    check_ids(m, ids, (size_t)N, "input");
+    ensure_acts(m, B, T);
+    be->memcpy_h2d(m->ids, ids, (size_t)N * sizeof(int32_t));
+    be->embedding_fwd(m->emb, m->ids, WA(m, m->lay.embeddings), N, d->h);
+    for (int l = 0; l < d->L; l++) {
+        BlockActs *b = &m->blk[l];
+        const LayerOffsets *w = &m->lay.layer[l];
+        if (l == 0)
+            be->rmsnorm_fwd(b->y_attn, b->rstd_attn, NULL, m->emb, NULL, PF(m, w->attn_norm), N, d->h, d->eps);
+        else // s = previous MLP output + previous block's s_mlp
+            be->rmsnorm_fwd(b->y_attn, b->rstd_attn, b->s_attn, m->out, m->blk[l - 1].s_mlp, PF(m, w->attn_norm), N,
+                            d->h, d->eps);
+        gdn_mixer_fwd(m, l, B, T);
+        be->rmsnorm_fwd(b->y_mlp, b->rstd_mlp, b->s_mlp, m->out, b->s_attn, PF(m, w->mlp_norm), N, d->h, d->eps);
+        mlp_fwd(m, l, N);
+    }
+    be->rmsnorm_fwd(m->y_final, m->rstd_final, m->s_final, m->out, m->blk[d->L - 1].s_mlp, PF(m, m->lay.norm), N,
+                    d->h, d->eps);
+}
+
+void model_token_losses(Model *m, const int32_t *targets, float *losses) {
+    int N = m->B * m->T;
+    m->be->memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int32_t));
+    m->be->lmhead_ce(m->losses, NULL, NULL, m->y_final, WA(m, m->lay.embeddings), m->targets, N, m->d.h, m->d.V, 1.0f);
+    m->be->memcpy_d2h(losses, m->losses, (size_t)N * sizeof(float));
+}
+
+void model_logits(Model *m, int row0, int nrows, float *out) {
+    const int chunk = 64;
+    float *dev = m->be->alloc((size_t)chunk * m->d.V * sizeof(float));
+    for (int r = 0; r < nrows; r += chunk) {
+        int n = nrows - r < chunk ? nrows - r : chunk;
+        m->be->lmhead_logits(dev, A(m, m->y_final, (size_t)(row0 + r) * m->d.h), WA(m, m->lay.embeddings), n, m->d.h,
+                             m->d.V);
+        m->be->memcpy_d2h(out + (size_t)r * m->d.V, dev, (size_t)n * m->d.V * sizeof(float));
+    }
+    m->be->free(dev);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// backward
+
+// dout: gradient of the mixer output [N,h]; leaves dy_attn in m->dy.
+static void gdn_mixer_bwd(Model *m, int l, int B, int T, const void *dout) {
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    const LayerOffsets *w = &m->lay.layer[l];
+    BlockActs *b = &m->blk[l];
+    ProjCols c = proj_cols(d);
+    int N = B * T;
+    be->matmul_bwd(m->don, d->Vd, GF(m, w->o_proj), dout, d->h, b->on, d->Vd, WA(m, w->o_proj), N, d->h, d->Vd, 0);
+    be->gated_rmsnorm_bwd(m->do_, d->Vd, A(m, m->dP, c.g), c.Dp, GF(m, w->o_norm), m->don, d->Vd, b->o, d->Vd,
+                          A(m, b->P, c.g), c.Dp, b->on_rstd, PF(m, w->o_norm), N, d->HV, d->dv);
+    be->delta_rule_bwd(m->dQK, A(m, m->dQK, d->Kd), 2 * d->Kd, A(m, m->dC, c.v), c.Dc, m->dbeta, m->dgamma, m->do_,
+                       d->Vd, b->h_save, b->QK, A(m, b->QK, d->Kd), 2 * d->Kd, A(m, b->C, c.v), c.Dc, b->beta,
+                       b->gamma, B, T, d->H, d->HV, d->dk, d->dv, 1.0f / sqrtf((float)d->dk));
+    be->l2norm_bwd(m->dC, c.Dc, m->dQK, 2 * d->Kd, b->QK, 2 * d->Kd, b->qk_rstd, N, 2 * d->H, d->dk);
+    be->gate_bwd(A(m, m->dP, c.b), A(m, m->dP, c.a), c.Dp, GF(m, w->A_log), GF(m, w->dt_bias), m->dbeta, m->dgamma,
+                 A(m, b->P, c.b), A(m, b->P, c.a), PF(m, w->A_log), PF(m, w->dt_bias), N, d->HV);
+    be->conv_silu_bwd(m->dP, c.Dp, GF(m, w->q_conv1d), m->dC, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), B, T, c.Dc, d->K);
+    be->matmul_bwd(m->dy, d->h, GF(m, w->q_proj), m->dP, c.Dp, b->y_attn, d->h, WA(m, w->q_proj), N, c.Dp, d->h, 0);
+}
+
+static void mlp_bwd(Model *m, int l, int N, const void *dout) {
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    const LayerOffsets *w = &m->lay.layer[l];
+    BlockActs *b = &m->blk[l];
+    be->matmul_bwd(m->dH, d->F, GF(m, w->down_proj), dout, d->h, b->Hh, d->F, WA(m, w->down_proj), N, d->h, d->F, 0);
+    be->swiglu_bwd(m->dGU, m->dH, b->GU, N, d->F);
+    be->matmul_bwd(m->dy, d->h, GF(m, w->gate_proj), m->dGU, 2 * d->F, b->y_mlp, d->h, WA(m, w->gate_proj), N,
+                   2 * d->F, d->h, 0);
+}
+
+void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, int T, float loss_scale, int slot) {
+    if (!m->training) die("model_fwd_bwd on a model created for inference");
+    if (slot < 0 || slot >= 32) die("loss slot %d out of range", slot);
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    int N = B * T;
+    for (int i = 0; i < N; i++)
+        if (targets[i] >= d->V) die("label id %d at position %d is outside the vocabulary [0, %d)", targets[i], i, d->V);
+    model_forward(m, ids, B, T);
+    be->memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int32_t));
+    // loss and dy_final in one pass over the vocabulary; dE (tied) accumulates here and in embedding_bwd
+    be->lmhead_ce(m->losses, m->dy, GF(m, m->lay.embeddings), m->y_final, WA(m, m->lay.embeddings), m->targets, N,
+                  d->h, d->V, loss_scale);
+    be->sum(m->scalars + slot, m->losses, (size_t)N);
+    // ds ping-pongs between ds0/ds1: `next` holds ds_{k+1}, `cur` receives ds_k
+    void *next = m->ds0, *cur = m->ds1, *tmp;
+    be->rmsnorm_bwd(next, GF(m, m->lay.norm), m->dy, m->s_final, m->rstd_final, PF(m, m->lay.norm), NULL, N, d->h);
+    for (int l = d->L - 1; l >= 0; l--) {
+        BlockActs *b = &m->blk[l];
+        const LayerOffsets *w = &m->lay.layer[l];
+        mlp_bwd(m, l, N, next);
+        be->rmsnorm_bwd(cur, GF(m, w->mlp_norm), m->dy, b->s_mlp, b->rstd_mlp, PF(m, w->mlp_norm), next, N, d->h);
+        tmp = next; next = cur; cur = tmp;
+        gdn_mixer_bwd(m, l, B, T, next);
+        be->rmsnorm_bwd(cur, GF(m, w->attn_norm), m->dy, b->s_attn, b->rstd_attn, PF(m, w->attn_norm), next, N, d->h);
+        tmp = next; next = cur; cur = tmp;
+    }
+    be->embedding_bwd(GF(m, m->lay.embeddings), next, m->ids, N, d->h, d->V);
+}
+
+double model_read_loss_slots(Model *m, int nslots) {
+    float h[32];
+    m->be->memcpy_d2h(h, m->scalars, (size_t)nslots * sizeof(float));
+    double s = 0;
+    for (int i = 0; i < nslots; i++) s += h[i];
+    return s;
+}
+
+double model_grad_norm(Model *m) {
+    float h;
+    m->be->sumsq(m->scalars + 32, m->grads, m->lay.total);
+    m->be->memcpy_d2h(&h, m->scalars + 32, sizeof h);
+    return sqrt((double)h);
+}
+
+void model_adamw(Model *m, float lr, int step, float gscale) {
+    const Config *c = &m->cfg;
+    for (int i = 0; i < m->lay.ntensors; i++) {
+        const TensorInfo *t = &m->lay.tensors[i];
+        void *pa = m->wact == (void *)m->params ? NULL : WA(m, t->off);
+        m->be->adamw(m->params + t->off, pa, m->grads + t->off, m->adam_m + t->off, m->adam_v + t->off, t->numel, lr,
+                     c->adam_beta1, c->adam_beta2, c->adam_eps, t->decay ? c->weight_decay : 0.0f, step, gscale);
+    }
+}

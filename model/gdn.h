@@ -1,0 +1,80 @@
+// gdn.h: the Gated DeltaNet causal LM (FLA's GatedDeltaNetForCausalLM) written once over the backend
+// op table. Forward, backward and the optimizer step; the CPU and CUDA backends run the same graph.
+#pragma once
+#include <stdint.h>
+
+#include "backend.h"
+#include "config.h"
+#include "params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Activations of one block, kept from forward for backward. [N = B*T rows]
+typedef struct {
+    void *s_attn, *y_attn;   // residual stream into the attn norm [N,h] and its normed output
+    float *rstd_attn;        // [N]
+    void *P;                 // fused in_proj output [N, 2Kd+2Vd+2HV] = [q|k|v|g|b|a]
+    void *C;                 // conv+SiLU output [N, 2Kd+Vd] = [q|k|v]
+    void *QK;                // L2-normed q|k [N, 2Kd]
+    float *qk_rstd;          // [N * 2H]
+    float *beta, *gamma;     // [N, HV]
+    void *h_save;            // per-chunk states [B, HV, NT, dk, dv]
+    void *o, *on;            // delta-rule output and its gated norm [N, Vd]
+    float *on_rstd;          // [N * HV]
+    void *s_mlp, *y_mlp;     // residual stream into the mlp norm and its normed output [N,h]
+    float *rstd_mlp;         // [N]
+    void *GU, *Hh;           // [N, 2F] gate|up, [N, F] silu(gate)*up
+} BlockActs;
+
+typedef struct Model {
+    Config cfg;
+    ModelDims d;
+    ParamLayout lay;
+    const Backend *be;
+    int training;
+    float *params;          // fp32 master [lay.total]
+    void *wact;             // compute copy in act dtype (== params for fp32 backends)
+    float *grads, *adam_m, *adam_v; // training only
+    // activations, allocated for (B, T) on first use and re-allocated if the shape grows
+    int B, T;
+    int32_t *ids, *targets; // [N] backend memory
+    void *emb;              // s_0 [N,h]
+    BlockActs *blk;         // [L]
+    void *s_final, *y_final; float *rstd_final;
+    void *out;              // scratch sublayer output [N,h]
+    float *losses;          // [N]
+    // backward scratch
+    void *dy, *ds0, *ds1, *dP, *dC, *dQK, *do_, *don, *dGU, *dH;
+    float *dbeta, *dgamma;
+    float *scalars;         // [64] backend scalars: loss slots, grad norm
+    Backend ops;            // the backend's table; be points here (delta_rule may be swapped for the recurrent form)
+} Model;
+
+Model *model_create(const Config *cfg, const Backend *be, int training);
+void model_free(Model *m);
+void model_set_params(Model *m, const float *host);  // uploads the master weights and refreshes wact
+void model_get_params(Model *m, float *host);
+void model_set_optim(Model *m, const float *host_m, const float *host_v);
+void model_get_optim(Model *m, float *host_m, float *host_v);
+void model_get_grads(Model *m, float *host);
+void model_zero_grads(Model *m);
+
+// Forward to the final normed hidden state (kept in m->y_final). ids: host [B*T].
+void model_forward(Model *m, const int32_t *ids, int B, int T);
+// Per-token losses after model_forward (targets host [B*T], <0 = ignored) into host losses [B*T].
+void model_token_losses(Model *m, const int32_t *targets, float *losses);
+// Logits of rows [row0, row0+nrows) after model_forward, into host out [nrows, V].
+void model_logits(Model *m, int row0, int nrows, float *out);
+// Forward + backward of one micro-batch; grads accumulate. The loss sum lands in scalar slot `slot`
+// (< 32) and gradients are of loss_scale * sum(token losses).
+void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, int T, float loss_scale, int slot);
+double model_read_loss_slots(Model *m, int nslots); // sum of slots 0..nslots-1 (synchronises)
+double model_grad_norm(Model *m);                   // global L2 norm of the grads (synchronises)
+// AdamW over every tensor (weight decay per the tensor table), grads scaled by gscale first.
+void model_adamw(Model *m, float lr, int step, float gscale);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,34 @@
+// model_load.c: one entry point for "a model to run": gdn.c checkpoints and FLA HuggingFace dirs.
+#include "model_load.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../io/checkpoint.h"
+#include "../util/common.h"
+#include "params.h"
+
+// Implemented in io/ (FLA HF reader); weak so inference builds without it.
+__attribute__((weak)) int hf_load_model(const char *dir, Config *cfg, float **params, char *err, size_t errlen);
+
+int model_load_any(const char *path, Config *cfg, float **params, char *err, size_t errlen) {
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%s/config.json", path);
+    if (file_exists(probe)) {
+        if (!hf_load_model) return set_err(err, errlen, "%s: FLA HuggingFace dirs are not supported by this build", path);
+        return hf_load_model(path, cfg, params, err, errlen);
+    }
+    char iter_dir[1024];
+    if (ckpt_resolve(path, iter_dir, sizeof iter_dir, err, errlen)) return -1;
+    config_defaults(cfg);
+    if (ckpt_read_config(iter_dir, cfg, err, errlen)) return -1;
+    ModelDims d = config_dims(cfg);
+    ParamLayout pl;
+    params_layout(&pl, &d);
+    *params = xmalloc(pl.total * sizeof(float));
+    int rc = ckpt_load(iter_dir, &pl, *params, NULL, NULL, NULL, NULL, err, errlen);
+    params_layout_free(&pl);
+    if (rc) { free(*params); *params = NULL; }
+    return rc;
+}

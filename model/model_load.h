@@ -1,0 +1,17 @@
+// model_load.h: open a model for inference from either a gdn.c checkpoint or an FLA HuggingFace dir.
+#pragma once
+#include <stddef.h>
+
+#include "config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// path: a gdn.c save dir / iter_N dir, or a directory with config.json + model.safetensors (FLA HF).
+// Fills *cfg (model keys from the checkpoint) and *params (malloc'd host fp32, params.h layout).
+int model_load_any(const char *path, Config *cfg, float **params, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,122 @@
+"""Float64 PyTorch reference of FLA's GatedDeltaNetForCausalLM, written from ../shared/spec/model.md
+(§2: forward math, §2.4: the delta-rule recurrence) for gdn.c's tests. Not FLA's code: plain torch ops,
+token-by-token recurrence, autograd for gradients.
+
+    python3 gdn_ref.py check DIR     # compare a dump written by tests/test_model_ref.c
+"""
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+
+torch.set_default_dtype(torch.float64)
+
+
+def rmsnorm(x, w, eps):
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def short_conv_silu(x, w):
+    """Causal depthwise conv (no bias) + SiLU. x [B,T,D], w [D,1,K]; w[c,0,K-1] multiplies the current token."""
+    K = w.shape[-1]
+    xp = F.pad(x.transpose(1, 2), (K - 1, 0))
+    return F.silu(F.conv1d(xp, w, groups=x.shape[-1]).transpose(1, 2))
+
+
+def delta_rule(q, k, v, beta, gamma, scale):
+    """q,k [B,T,HV,dk] (already repeated per v head), v [B,T,HV,dv], beta/gamma [B,T,HV]. Spec §2.4."""
+    B, T, HV, dk = q.shape
+    dv = v.shape[-1]
+    S = torch.zeros(B, HV, dk, dv)
+    outs = []
+    for t in range(T):
+        S = torch.exp(gamma[:, t])[..., None, None] * S                     # 1. decay
+        e = v[:, t] - torch.einsum('bhkv,bhk->bhv', S, k[:, t])              # 2. read the decayed state
+        u = beta[:, t][..., None] * e
+        S = S + torch.einsum('bhk,bhv->bhkv', k[:, t], u)                    # 3. rank-1 write
+        outs.append(torch.einsum('bhkv,bhk->bhv', S, scale * q[:, t]))       # 4. read after the write
+    return torch.stack(outs, 1)
+
+
+def forward(P, ids, cfg):
+    h, L = cfg['hidden_size'], cfg['num_layers'] // 2
+    H, HV, dk, dv = cfg['linear_num_key_heads'], cfg['linear_num_value_heads'], cfg['linear_key_head_dim'], cfg['linear_value_head_dim']
+    eps = cfg['norm_epsilon']
+    B, T = ids.shape
+    E = P['model.embeddings.weight']
+    x = E[ids]
+    for l in range(L):
+        p = lambda n: P[f'model.layers.{l}.{n}']
+        u = rmsnorm(x, p('attn_norm.weight'), eps)
+        q = short_conv_silu(u @ p('attn.q_proj.weight').T, p('attn.q_conv1d.weight'))
+        k = short_conv_silu(u @ p('attn.k_proj.weight').T, p('attn.k_conv1d.weight'))
+        v = short_conv_silu(u @ p('attn.v_proj.weight').T, p('attn.v_conv1d.weight'))
+        g = u @ p('attn.g_proj.weight').T
+        a = u @ p('attn.a_proj.weight').T
+        b = u @ p('attn.b_proj.weight').T
+        q, k, v = q.view(B, T, H, dk), k.view(B, T, H, dk), v.view(B, T, HV, dv)
+        q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6)
+        k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
+        beta = torch.sigmoid(b)
+        gamma = -torch.exp(p('attn.A_log')) * F.softplus(a + p('attn.dt_bias'))  # softplus(x) = x above 20
+        rep = HV // H  # v head j reads q/k head j // rep
+        o = delta_rule(q.repeat_interleave(rep, 2), k.repeat_interleave(rep, 2), v, beta, gamma, dk ** -0.5)
+        o = rmsnorm(o, p('attn.o_norm.weight'), eps) * F.silu(g.view(B, T, HV, dv))
+        s = x + o.reshape(B, T, HV * dv) @ p('attn.o_proj.weight').T
+        m = rmsnorm(s, p('mlp_norm.weight'), eps)
+        x = s + (F.silu(m @ p('mlp.gate_proj.weight').T) * (m @ p('mlp.up_proj.weight').T)) @ p('mlp.down_proj.weight').T
+    y = rmsnorm(x, P['model.norm.weight'], eps)
+    return y @ E.T
+
+
+def load_dump(d):
+    meta = json.load(open(f'{d}/meta.json'))
+    raw = lambda n, dt: torch.frombuffer(bytearray(open(f'{d}/{n}', 'rb').read()), dtype=dt)
+    flat = raw('params.bin', torch.float32).double()
+    P = {}
+    for t in meta['tensors']:
+        n = 1
+        for s in t['shape']:
+            n *= s
+        P[t['name']] = flat[t['off']:t['off'] + n].view(t['shape']).clone().requires_grad_(True)
+    B, T = meta['B'], meta['T']
+    ids = raw('ids.bin', torch.int32).long().view(B, T)
+    tgt = raw('targets.bin', torch.int32).long().view(B, T)
+    return meta, P, ids, tgt, raw
+
+
+def rel(a, b):
+    return (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
+
+
+def check(d, tol=1e-5):
+    meta, P, ids, tgt, raw = load_dump(d)
+    cfg = meta['config']
+    logits = forward(P, ids, cfg)
+    loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1), ignore_index=-1, reduction='mean')
+    loss.backward()
+    B, T, V = logits.shape
+    worst, bad = 0.0, []
+    c_logits = raw('logits.bin', torch.float32).double().view(B, T, V)
+    c_grads = raw('grads.bin', torch.float32).double()
+    results = [('logits', rel(c_logits, logits.detach())),
+               ('loss', abs(meta['loss'] - loss.item()) / abs(loss.item()))]
+    for t in meta['tensors']:
+        g = P[t['name']].grad
+        n = g.numel()
+        results.append((t['name'] + '.grad', rel(c_grads[t['off']:t['off'] + n].view(g.shape), g)))
+    for name, e in results:
+        worst = max(worst, e)
+        if not e <= tol:  # also catches NaN
+            bad.append(f'{name}: {e:.3e}')
+    print(f'  {d}: loss {loss.item():.6f}, worst relative error {worst:.2e} over {len(results)} tensors (tol {tol:g})')
+    for b in bad:
+        print('  FAIL', b)
+    return not bad
+
+
+if __name__ == '__main__':
+    if len(sys.argv) != 3 or sys.argv[1] != 'check':
+        sys.exit(__doc__)
+    sys.exit(0 if check(sys.argv[2]) else 1)
