@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build with CUDA, run the CUDA tests, check parity with FLA, benchmark, and
+# print a summary table last. Each stage logs to $OUT/<stage>.log and the run goes on past a failed stage.
+#   STAGES="build ops model fla train300m"  (default: all)   FLA_PATH=.fla (a copy of FLA's fla/ package)
+#   FLA_STEPS=20  TRAIN_STEPS=50
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-build/gpu_out}; mkdir -p "$OUT"
+STAGES=${STAGES:-build ops model fla train300m}
+export FLA_PATH=${FLA_PATH:-.fla} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+declare -A RESULT
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+stage() { # stage NAME CMD...: runs, logs, records PASS/FAIL and the seconds taken
+  local name=$1; shift; local t0=$(date +%s)
+  echo "=== $name: $*"
+  if "$@" > "$OUT/$name.log" 2>&1; then RESULT[$name]="PASS $(( $(date +%s) - t0 ))s"; else RESULT[$name]="FAIL $(( $(date +%s) - t0 ))s"; fi
+  tail -n 30 "$OUT/$name.log"
+}
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+
+if has build; then
+  stage build make -j"$(nproc)" CUDA=1 all gpu-tests
+fi
+if has ops; then
+  stage ops build/gpu_tests/test_cuda_ops
+  stage ops_bench build/gpu_tests/test_cuda_ops --bench
+fi
+if has model; then
+  stage model build/gpu_tests/test_cuda_model
+fi
+
+DATA=${DATA:-.assets/data/corpus_fla}
+if has fla; then
+  W=build/fla_work; rm -rf "$W"; mkdir -p "$W"
+  stage fla_init python3 scripts/fla_ref.py init "$W/hf_init"
+  stage convert_from_hf ./gdn convert --from-hf "$W/hf_init" --save "$W/ckpt_init"
+  # logits of one 300-token sequence: FLA fp32 vs gdn fp32 on CUDA
+  python3 -c "import numpy as np; np.random.seed(1); np.random.randint(0,128256,300).astype('int32').tofile('$W/ids.bin')"
+  stage fla_logits python3 scripts/fla_ref.py logits "$W/hf_init" "$W/ids.bin" "$W/fla_logits.npy"
+  stage fla_train python3 scripts/fla_ref.py train "$W/hf_init" "$DATA" "${FLA_STEPS:-20}"
+  stage gdn_train_parity ./gdn train --config configs/gdn-300m.yaml --load "$W/ckpt_init" --finetune \
+      --train_data_path "$DATA" --data_order fla --micro_batch_size 16 --global_batch_size 16 \
+      --train_iters "${FLA_STEPS:-20}" --lr_warmup_iters 2 --log_interval 1 --device cuda \
+      --metrics_file "$W/gdn_metrics.jsonl" --save ""
+  stage compare_fla python3 - "$W" "$OUT/fla_train.log" <<'PY'
+import json, sys
+w, fla_log = sys.argv[1], sys.argv[2]
+fla = {r['iteration']: r['lm_loss'] for r in map(json.loads, (l for l in open(fla_log) if l.startswith('{"iteration"')))}
+gdn = {r['iteration']: r['lm_loss'] for r in map(json.loads, open(f'{w}/gdn_metrics.jsonl')) if 'lm_loss' in r}
+ok = True
+for it in sorted(fla):
+    g = gdn.get(it, float('nan')); rel = abs(g - fla[it]) / fla[it]
+    print(f'iter {it:3d}  fla {fla[it]:.5f}  gdn {g:.5f}  rel {rel:.2e}')
+e1 = abs(gdn[1] - fla[1]) / fla[1]
+print(f'iteration-1 loss relative difference {e1:.2e} (tol 1e-3)')
+sys.exit(0 if e1 <= 1e-3 else 1)
+PY
+fi
+if has train300m; then
+  stage train300m ./gdn train --config configs/gdn-300m.yaml --train_data_path "$DATA" --data_order fla \
+      --micro_batch_size 16 --global_batch_size 16 --train_iters "${TRAIN_STEPS:-50}" --lr_warmup_iters 5 \
+      --log_interval 5 --device cuda --metrics_file "$OUT/train300m_metrics.jsonl" --save ""
+fi
+
+echo; echo "==================== summary ===================="
+printf "%-20s %s\n" stage result
+for k in build ops ops_bench model fla_init convert_from_hf fla_logits fla_train gdn_train_parity compare_fla train300m; do
+  [ -n "${RESULT[$k]:-}" ] && printf "%-20s %s\n" "$k" "${RESULT[$k]}"
+done
+grep -h "fla_ms_per_step" "$OUT/fla_train.log" 2>/dev/null | tail -1
+grep -h "iteration-1 loss" "$OUT/compare_fla.log" 2>/dev/null
+grep -h "elapsed time per iteration" "$OUT/train300m.log" 2>/dev/null | tail -2 | sed 's/.*iteration  *\([0-9]*\)\/.*elapsed time per iteration (ms): \([0-9.]*\).*tokens\/s\/GPU): \([0-9.]*\).*lm loss: \([0-9.E+-]*\).*/gdn 300M iter \1: \2 ms\/iter, \3 tokens\/s, loss \4/'
