@@ -170,7 +170,7 @@ static void check_ids(const Model *m, const int32_t *ids, size_t n, const char *
 // ---------------------------------------------------------------------------------------------------
 // forward
 
-static void gdn_mixer_fwd(Model *m, int l, int B, int T) {
+static void gdn_mixer_fwd(Model *m, int l, int B, int T, InferState *st) {
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
     const LayerOffsets *w = &m->lay.layer[l];
@@ -180,12 +180,13 @@ static void gdn_mixer_fwd(Model *m, int l, int B, int T) {
     // [q|k|v|g|b|a] = y . W_in^T, one GEMM over the contiguous q..a_proj rows
     be->matmul_fwd(b->P, c.Dp, b->y_attn, d->h, WA(m, w->q_proj), N, c.Dp, d->h, 0);
     // causal depthwise conv + SiLU over the q|k|v columns (conv weights q|k|v are contiguous too)
-    be->conv_silu_fwd(b->C, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), NULL, NULL, B, T, c.Dc, d->K);
+    float *cs = st ? st->conv[l] : NULL;
+    be->conv_silu_fwd(b->C, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), cs, cs, B, T, c.Dc, d->K);
     // L2 norm of each q and k head vector (2H vectors of dk per token)
     be->l2norm_fwd(b->QK, 2 * d->Kd, b->qk_rstd, b->C, c.Dc, N, 2 * d->H, d->dk);
     be->gate_fwd(b->beta, b->gamma, A(m, b->P, c.b), A(m, b->P, c.a), c.Dp, PF(m, w->A_log), PF(m, w->dt_bias), N,
                  d->HV);
-    be->delta_rule_fwd(b->o, d->Vd, b->h_save, NULL, b->QK, A(m, b->QK, d->Kd), 2 * d->Kd, A(m, b->C, c.v), c.Dc,
+    be->delta_rule_fwd(b->o, d->Vd, b->h_save, st ? st->S[l] : NULL, b->QK, A(m, b->QK, d->Kd), 2 * d->Kd, A(m, b->C, c.v), c.Dc,
                        b->beta, b->gamma, B, T, d->H, d->HV, d->dk, d->dv, 1.0f / sqrtf((float)d->dk));
     be->gated_rmsnorm_fwd(b->on, d->Vd, b->on_rstd, b->o, d->Vd, A(m, b->P, c.g), c.Dp, PF(m, w->o_norm), N, d->HV,
                           d->dv, d->eps);
@@ -202,7 +203,35 @@ static void mlp_fwd(Model *m, int l, int N) {
     be->matmul_fwd(m->out, d->h, b->Hh, d->F, WA(m, w->down_proj), N, d->h, d->F, 0);
 }
 
-void model_forward(Model *m, const int32_t *ids, int B, int T) {
+void model_forward(Model *m, const int32_t *ids, int B, int T) { model_forward_state(m, ids, B, T, NULL); }
+
+InferState *infer_state_new(Model *m, int B) {
+    InferState *st = xcalloc(1, sizeof *st);
+    st->B = B;
+    st->conv = xcalloc((size_t)m->d.L, sizeof *st->conv);
+    st->S = xcalloc((size_t)m->d.L, sizeof *st->S);
+    ProjCols c = proj_cols(&m->d);
+    for (int l = 0; l < m->d.L; l++) {
+        st->conv[l] = m->be->alloc((size_t)B * c.Dc * (m->d.K - 1) * sizeof(float));
+        st->S[l] = m->be->alloc((size_t)B * m->d.HV * m->d.dk * m->d.dv * sizeof(float));
+    }
+    return st;
+}
+void infer_state_reset(Model *m, InferState *st) {
+    ProjCols c = proj_cols(&m->d);
+    for (int l = 0; l < m->d.L; l++) {
+        m->be->memset0(st->conv[l], (size_t)st->B * c.Dc * (m->d.K - 1) * sizeof(float));
+        m->be->memset0(st->S[l], (size_t)st->B * m->d.HV * m->d.dk * m->d.dv * sizeof(float));
+    }
+}
+void infer_state_free(Model *m, InferState *st) {
+    if (!st) return;
+    for (int l = 0; l < m->d.L; l++) { m->be->free(st->conv[l]); m->be->free(st->S[l]); }
+    free(st->conv); free(st->S); free(st);
+}
+
+void model_forward_state(Model *m, const int32_t *ids, int B, int T, InferState *st) {
+    if (st && st->B != B) die("inference state holds %d sequences, batch has %d", st->B, B);
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
     int N = B * T;
@@ -218,7 +247,7 @@ void model_forward(Model *m, const int32_t *ids, int B, int T) {
         else // s = previous MLP output + previous block's s_mlp
             be->rmsnorm_fwd(b->y_attn, b->rstd_attn, b->s_attn, m->out, m->blk[l - 1].s_mlp, PF(m, w->attn_norm), N,
                             d->h, d->eps);
-        gdn_mixer_fwd(m, l, B, T);
+        gdn_mixer_fwd(m, l, B, T, st);
         be->rmsnorm_fwd(b->y_mlp, b->rstd_mlp, b->s_mlp, m->out, b->s_attn, PF(m, w->mlp_norm), N, d->h, d->eps);
         mlp_fwd(m, l, N);
     }

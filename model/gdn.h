@@ -52,6 +52,14 @@ typedef struct Model {
     Backend ops;            // the backend's table; be points here (delta_rule may be swapped for the recurrent form)
 } Model;
 
+// Recurrent inference state of B sequences: per block the conv windows (last K-1 pre-conv inputs of the
+// q|k|v channels) and each v head's delta-rule state. Constant size, whatever the length decoded.
+typedef struct {
+    int B;
+    float **conv;  // [L] -> [B, 2Kd+Vd, K-1] (backend memory)
+    float **S;     // [L] -> [B, HV, dk, dv]
+} InferState;
+
 Model *model_create(const Config *cfg, const Backend *be, int training);
 void model_free(Model *m);
 void model_set_params(Model *m, const float *host);  // uploads the master weights and refreshes wact
@@ -63,6 +71,11 @@ void model_zero_grads(Model *m);
 
 // Forward to the final normed hidden state (kept in m->y_final). ids: host [B*T].
 void model_forward(Model *m, const int32_t *ids, int B, int T);
+// Forward that starts from and updates a recurrent state (prefill with T tokens, or decode with T = 1).
+void model_forward_state(Model *m, const int32_t *ids, int B, int T, InferState *st);
+InferState *infer_state_new(Model *m, int B); // zeroed
+void infer_state_reset(Model *m, InferState *st);
+void infer_state_free(Model *m, InferState *st);
 // Per-token losses after model_forward (targets host [B*T], <0 = ignored) into host losses [B*T].
 void model_token_losses(Model *m, const int32_t *targets, float *losses);
 // Logits of rows [row0, row0+nrows) after model_forward, into host out [nrows, V].

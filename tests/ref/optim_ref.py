@@ -13,10 +13,9 @@ vals = lambda i: torch.tensor([float(x) for x in lines[i].split()])
 p0 = vals(1)
 w_decay = torch.nn.Parameter(p0[:n0].clone())
 w_plain = torch.nn.Parameter(p0[n0:].clone())
-max_lr, min_lr, warm, decay = 1e-2, 1e-3, 4, 16
 
 
-def megatron_lr(done):
+def megatron_lr(done):  # noqa: E302
     if warm > 0 and done <= warm:
         return max_lr * done / warm
     if done > decay:
@@ -27,6 +26,7 @@ def megatron_lr(done):
 
 # float32 hyperparameters as the C side holds them
 f32 = lambda x: torch.tensor(x, dtype=torch.float32).item()
+max_lr, min_lr, warm, decay = f32(1e-2), f32(1e-3), 4, 16
 opt = torch.optim.AdamW([{'params': [w_decay], 'weight_decay': f32(0.1)}, {'params': [w_plain], 'weight_decay': 0.0}],
                         lr=1.0, betas=(f32(0.9), f32(0.95)), eps=f32(1e-8))
 sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: megatron_lr(step))

@@ -1,0 +1,98 @@
+// infer.c: model + tokenizer opening and token sampling for generate / verify.
+#include "infer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/model_load.h"
+#include "../util/common.h"
+
+void infer_open(InferModel *im, int argc, char **argv) {
+    const char *load = arg_get(argc, argv, "--load"), *tokp = arg_get(argc, argv, "--tokenizer");
+    const char *dev = arg_get(argc, argv, "--device"), *prec = arg_get(argc, argv, "--precision");
+    if (!load) die("--load MODEL is required (a gdn.c checkpoint or an FLA HuggingFace dir)");
+    char err[ERR_LEN], def[1200];
+    if (!tokp) {
+        snprintf(def, sizeof def, "%s/tokenizer.json", load);
+        tokp = file_exists(def) ? def : ".assets/llama3/tokenizer.json";
+        if (!file_exists(tokp)) die("no tokenizer: pass --tokenizer PATH (tokenizer.json)");
+    }
+    im->tok = tok_load(tokp, err, sizeof err);
+    if (!im->tok) die("%s", err);
+    Config c;
+    float *params;
+    if (model_load_any(load, &c, &params, err, sizeof err)) die("%s", err);
+    if (tok_vocab_size(im->tok) > c.vocab_size)
+        die("tokenizer %s has %d tokens but the model's vocabulary is %d", tokp, tok_vocab_size(im->tok), c.vocab_size);
+    im->m = model_create(&c, backend_select(dev ? dev : "auto", prec ? prec : "bf16"), 0);
+    model_set_params(im->m, params);
+    free(params);
+}
+
+void infer_close(InferModel *im) {
+    model_free(im->m);
+    tok_free(im->tok);
+}
+
+int32_t argmax_logit(const float *logits, int V) {
+    int32_t best = 0;
+    for (int v = 1; v < V; v++)
+        if (logits[v] > logits[best]) best = v;
+    return best;
+}
+
+static uint64_t next_u64(uint64_t *s) { // splitmix64
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+typedef struct { float p; int32_t id; } Cand;
+static int cand_desc(const void *a, const void *b) {
+    const Cand *x = a, *y = b;
+    return x->p > y->p ? -1 : x->p < y->p ? 1 : (x->id < y->id ? -1 : x->id > y->id);
+}
+
+// HF order: repetition penalty, temperature, top-k, top-p, then sample.
+int32_t sample_next(float *logits, int V, const SamplerCfg *sc, const int32_t *seen, int nseen, uint64_t *rng) {
+    if (sc->repetition_penalty != 1.0f)
+        for (int i = 0; i < nseen; i++) {
+            float *l = &logits[seen[i]];
+            // each distinct id once: mark by checking earlier occurrences
+            int dup = 0;
+            for (int j = 0; j < i && !dup; j++) dup = seen[j] == seen[i];
+            if (!dup) *l = *l > 0 ? *l / sc->repetition_penalty : *l * sc->repetition_penalty;
+        }
+    if (sc->greedy || sc->temperature <= 0) return argmax_logit(logits, V);
+    Cand *c = xmalloc((size_t)V * sizeof *c);
+    float mx = logits[argmax_logit(logits, V)];
+    double sum = 0;
+    for (int v = 0; v < V; v++) {
+        c[v].id = v;
+        c[v].p = expf((logits[v] - mx) / sc->temperature);
+        sum += c[v].p;
+    }
+    qsort(c, (size_t)V, sizeof *c, cand_desc);
+    int n = V;
+    if (sc->top_k > 0 && sc->top_k < n) n = sc->top_k;
+    double kept = 0;
+    for (int i = 0; i < n; i++) kept += c[i].p;
+    if (sc->top_p < 1.0f) { // smallest prefix whose probability reaches top_p (at least one token)
+        double acc = 0;
+        int keep = 0;
+        while (keep < n && (keep == 0 || acc < sc->top_p * kept)) acc += c[keep++].p;
+        n = keep;
+        kept = acc;
+    }
+    (void)sum;
+    double u = (next_u64(rng) >> 11) * 0x1.0p-53 * kept, acc = 0;
+    int32_t pick = c[n - 1].id;
+    for (int i = 0; i < n; i++) {
+        acc += c[i].p;
+        if (u < acc) { pick = c[i].id; break; }
+    }
+    free(c);
+    return pick;
+}
