@@ -44,7 +44,7 @@ gpu-tests: $(GPU_TEST_BIN)
 # (Temporary while parts land in parallel: unresolved symbols are warnings, not errors.)
 gdn: $(BUILD)/gdn.o $(BUILD)/libgdn.a
 	$(CC) -o $@ $(BUILD)/gdn.o -Wl,--whole-archive $(BUILD)/libgdn.a -Wl,--no-whole-archive \
-	  -Wl,--warn-unresolved-symbols $(LDLIBS)
+	  -no-pie -Wl,--warn-unresolved-symbols $(LDLIBS)
 
 $(BUILD)/libgdn.a: $(LIB_OBJ)
 	@rm -f $@
