@@ -1,0 +1,75 @@
+// bench.c: `gdn bench` — times full training steps (forward, backward, AdamW) of a config on random
+// tokens, without a dataset: ms/step, tokens/s, TFLOP/s on both FLOP bases, peak memory.
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "../model/gdn.h"
+#include "../util/common.h"
+#include "train.h"
+
+// Peak device memory on CUDA (cuda/backend.cu); weak so CPU builds link.
+__attribute__((weak)) size_t cuda_peak_bytes(void);
+
+int cmd_bench(int argc, char **argv) {
+    if (arg_is_help(argc, argv)) {
+        printf("usage: gdn bench [--config FILE.yaml] [--key value ...] [--steps N] [--warmup W]\n"
+               "Times N training steps (after W warm-up steps) of the config's model at micro_batch_size x\n"
+               "seq_length on random tokens (one micro-batch per step) and prints ms/step, tokens/s and TFLOP/s.\n");
+        return 0;
+    }
+    int steps = 5, warm = 1;
+    const char *s;
+    if ((s = arg_get(argc, argv, "--steps"))) steps = atoi(s);
+    if ((s = arg_get(argc, argv, "--warmup"))) warm = atoi(s);
+    int out = 1; // drop --steps/--warmup before the config flags are parsed
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--steps") || !strcmp(argv[i], "--warmup")) { i++; continue; }
+        argv[out++] = argv[i];
+    }
+    argc = out;
+    Config c;
+    train_parse_config(&c, &argc, argv);
+    if (argc > 1) die("unknown argument '%s'", argv[1]);
+    char err[ERR_LEN];
+    if (config_validate(&c, err, sizeof err)) die("%s", err);
+    if (steps < 1 || warm < 0) die("bench: --steps must be >= 1 and --warmup >= 0");
+    const Backend *be = backend_select(c.device, c.precision);
+    Model *m = model_create(&c, be, 1);
+    float *host = xmalloc(m->lay.total * sizeof(float));
+    params_init(&m->lay, host, (uint64_t)c.seed);
+    model_set_params(m, host);
+    free(host);
+    int B = c.micro_batch_size, T = c.seq_length;
+    size_t N = (size_t)B * T;
+    int32_t *ids = xmalloc(N * 4), *tgt = xmalloc(N * 4);
+    uint64_t r = 1;
+    for (size_t i = 0; i < N; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((r >> 33) % (uint64_t)c.vocab_size);
+    }
+    for (size_t i = 0; i < N; i++) tgt[i] = (i + 1) % (size_t)T ? ids[i + 1] : -1;
+    double t0 = 0;
+    for (int it = 0; it < warm + steps; it++) {
+        if (it == warm) { be->sync(); t0 = now_sec(); }
+        model_zero_grads(m);
+        model_fwd_bwd(m, ids, tgt, B, T, 1.0f / (float)(N - B), 0);
+        double gn = model_grad_norm(m);
+        model_adamw(m, 1e-4f, it + 1, gn > 1.0 ? (float)(1.0 / gn) : 1.0f);
+    }
+    be->sync();
+    double ms = (now_sec() - t0) * 1e3 / steps, tok = N / (ms / 1e3);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    char count[32];
+    format_count(count, sizeof count, m->lay.total);
+    printf("bench: %s params, %s (%s), micro-batch %d x seq %d: %.1f ms/step, %.0f tokens/s, "
+           "%.2f TFLOP/s (Megatron basis), %.2f TFLOP/s (GDN count), host peak RSS %.2f GiB",
+           count, be->name, be->act_bytes == 2 ? "bf16" : "fp32", B, T, ms, tok,
+           flops_per_token_megatron(&c) * tok / 1e12, flops_per_token_gdn(&c) * tok / 1e12, ru.ru_maxrss / 1048576.0);
+    if (cuda_peak_bytes && strcmp(be->name, "cpu")) printf(", device peak %.2f GiB", cuda_peak_bytes() / 1073741824.0);
+    printf("\n");
+    free(ids); free(tgt);
+    model_free(m);
+    return 0;
+}
