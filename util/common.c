@@ -149,6 +149,7 @@ double now_sec(void) {
 }
 
 void buf_put(Buf *b, const void *p, size_t n) {
+    if (!n) return;
     if (b->n + n > b->cap) {
         size_t c = b->cap ? b->cap : 256;
         while (c < b->n + n) c *= 2;
