@@ -9,21 +9,22 @@ typedef int (*CmdFn)(int argc, char **argv);
 // Weak so that the binary links while a subsystem is absent; a missing command says so.
 #define CMD(name) __attribute__((weak)) int name(int argc, char **argv);
 CMD(cmd_prepare) CMD(cmd_tokenize) CMD(cmd_dataset) CMD(cmd_train) CMD(cmd_score) CMD(cmd_convert)
-CMD(cmd_verify) CMD(cmd_generate) CMD(cmd_eval) CMD(cmd_bench) CMD(cmd_params)
+CMD(cmd_verify) CMD(cmd_generate) CMD(cmd_eval) CMD(cmd_bench) CMD(cmd_params) CMD(cmd_logits)
 #undef CMD
 
-static const struct { const char *name; CmdFn *fn; const char *help; } commands[] = {
-    {"prepare", (CmdFn *)0, "raw text (JSONL, text, Parquet) -> Megatron .bin/.idx token files"},
-    {"tokenize", (CmdFn *)0, "text on stdin -> token ids (or --decode ids -> text)"},
-    {"dataset", (CmdFn *)0, "inspect a token dataset: info | show"},
-    {"train", (CmdFn *)0, "train a GDN model (CPU fp32 or CUDA bf16)"},
-    {"score", (CmdFn *)0, "validation loss and perplexity of a checkpoint on a token dataset"},
-    {"convert", (CmdFn *)0, "checkpoints <-> FLA HuggingFace format; Megatron checkpoints in"},
-    {"verify", (CmdFn *)0, "sanity prompts: loss, top-5, greedy text; PASS/FAIL"},
-    {"generate", (CmdFn *)0, "sample text with constant-memory recurrent decoding"},
-    {"eval", (CmdFn *)0, "lm-eval-harness compatible benchmarks on local task files"},
-    {"bench", (CmdFn *)0, "time the training step / kernels"},
-    {"params", (CmdFn *)0, "print the tensor table and parameter count of a config"},
+static const struct { const char *name, *help; } commands[] = {
+    {"prepare", "raw text (JSONL, text, Parquet) -> Megatron .bin/.idx token files"},
+    {"tokenize", "text on stdin -> token ids (or --decode ids -> text)"},
+    {"dataset", "inspect a token dataset: info | show"},
+    {"train", "train a GDN model (CPU fp32 or CUDA bf16)"},
+    {"score", "validation loss and perplexity of a checkpoint on a token dataset"},
+    {"convert", "checkpoints <-> FLA HuggingFace format; Megatron checkpoints in"},
+    {"verify", "sanity prompts: loss, top-5, greedy text; PASS/FAIL"},
+    {"generate", "sample text with constant-memory recurrent decoding"},
+    {"eval", "lm-eval-harness compatible benchmarks on local task files"},
+    {"bench", "time the training step / kernels"},
+    {"params", "print the tensor table and parameter count of a config"},
+    {"logits", "raw logits of a token sequence (parity checks)"},
 };
 
 static CmdFn lookup(const char *name) {
@@ -38,6 +39,7 @@ static CmdFn lookup(const char *name) {
     if (!strcmp(name, "eval")) return cmd_eval;
     if (!strcmp(name, "bench")) return cmd_bench;
     if (!strcmp(name, "params")) return cmd_params;
+    if (!strcmp(name, "logits")) return cmd_logits;
     return NULL;
 }
 

@@ -9,7 +9,7 @@ of the fla/ package carried to the machine). Subcommands:
                               on DATA (a .bin/.idx prefix of 2048-token chunks) in FLA's sample order
                               (numpy default_rng(42).permutation, then torch.randperm(seed 42)); prints a
                               JSON line per step and the steady-state step time
-  logits HF_DIR IDS_FILE OUT  fp32 logits of one sequence (FLA's chunk path with IEEE fp32 dots) to OUT (.npy)
+  logits HF_DIR IDS_FILE OUT  fp32 logits of one sequence (FLA's fused_recurrent path, no TF32) to OUT (.npy)
 """
 import json
 import math
@@ -101,8 +101,10 @@ def cmd_train(hf, data, steps, mbs=16, lr=2e-4, min_lr=2e-5, warm=2):
 
 
 def cmd_logits(hf, ids_file, out):
+    # tight fp32 parity: FLA's fused_recurrent forward (fp32 state, no TF32), IEEE fp32 GEMMs
+    torch.backends.cuda.matmul.allow_tf32 = False
     ids = np.fromfile(ids_file, dtype=np.int32).astype(np.int64)
-    model = GatedDeltaNetForCausalLM.from_pretrained(hf, torch_dtype=torch.float32).cuda().eval()
+    model = GatedDeltaNetForCausalLM.from_pretrained(hf, torch_dtype=torch.float32, attn_mode='fused_recurrent').cuda().eval()
     with torch.no_grad():
         logits = model(input_ids=torch.from_numpy(ids)[None].cuda()).logits[0].float().cpu().numpy()
     np.save(out, logits)

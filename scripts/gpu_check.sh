@@ -38,6 +38,17 @@ if has fla; then
   # logits of one 300-token sequence: FLA fp32 vs gdn fp32 on CUDA
   python3 -c "import numpy as np; np.random.seed(1); np.random.randint(0,128256,300).astype('int32').tofile('$W/ids.bin')"
   stage fla_logits python3 scripts/fla_ref.py logits "$W/hf_init" "$W/ids.bin" "$W/fla_logits.npy"
+  stage gdn_logits ./gdn logits --load "$W/ckpt_init" --ids "$W/ids.bin" --out "$W/gdn_logits.f32" --device cuda --precision fp32
+  stage compare_logits python3 - "$W" <<'PY'
+import sys, numpy as np
+w = sys.argv[1]
+ref = np.load(f'{w}/fla_logits.npy').astype(np.float64)
+got = np.fromfile(f'{w}/gdn_logits.f32', dtype=np.float32).astype(np.float64).reshape(ref.shape)
+cos = (ref * got).sum() / np.sqrt((ref * ref).sum() * (got * got).sum())
+rel = np.abs(ref - got).max() / np.abs(ref).max()
+print(f'logits FLA (fp32, fused_recurrent) vs gdn (CUDA fp32): cosine {cos:.8f} (>= 0.99999), max rel {rel:.2e} (<= 1e-4)')
+sys.exit(0 if cos >= 0.99999 and rel <= 1e-4 else 1)
+PY
   stage fla_train python3 scripts/fla_ref.py train "$W/hf_init" "$DATA" "${FLA_STEPS:-20}"
   stage gdn_train_parity ./gdn train --config configs/gdn-300m.yaml --load "$W/ckpt_init" --finetune \
       --train_data_path "$DATA" --data_order fla --micro_batch_size 16 --global_batch_size 16 \
@@ -65,9 +76,10 @@ fi
 
 echo; echo "==================== summary ===================="
 printf "%-20s %s\n" stage result
-for k in build ops ops_bench model fla_init convert_from_hf fla_logits fla_train gdn_train_parity compare_fla train300m; do
+for k in build ops ops_bench model fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train gdn_train_parity compare_fla train300m; do
   [ -n "${RESULT[$k]:-}" ] && printf "%-20s %s\n" "$k" "${RESULT[$k]}"
 done
 grep -h "fla_ms_per_step" "$OUT/fla_train.log" 2>/dev/null | tail -1
 grep -h "iteration-1 loss" "$OUT/compare_fla.log" 2>/dev/null
+grep -h "cosine" "$OUT/compare_logits.log" 2>/dev/null
 grep -h "elapsed time per iteration" "$OUT/train300m.log" 2>/dev/null | tail -2 | sed 's/.*iteration  *\([0-9]*\)\/.*elapsed time per iteration (ms): \([0-9.]*\).*tokens\/s\/GPU): \([0-9.]*\).*lm loss: \([0-9.E+-]*\).*/gdn 300M iter \1: \2 ms\/iter, \3 tokens\/s, loss \4/'
