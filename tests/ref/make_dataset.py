@@ -8,11 +8,14 @@ import sys
 prefix, ntok, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(int(sys.argv[4]) if len(sys.argv) > 4 else 0)
 lengths, toks = [], []
+# a fixed Markov chain (next = succ[prev] with probability 0.8) so that a model learns quickly
+succ = list(range(vocab))
+rng.shuffle(succ)
 while sum(lengths) < ntok:
     n = rng.randint(20, 400)
-    # documents with some structure (a repeated motif) so that a model can learn something
-    motif = [rng.randrange(vocab) for _ in range(rng.randint(3, 8))]
-    doc = [motif[i % len(motif)] if rng.random() < 0.7 else rng.randrange(vocab) for i in range(n)]
+    doc = [rng.randrange(vocab)]
+    while len(doc) < n:
+        doc.append(succ[doc[-1]] if rng.random() < 0.8 else rng.randrange(vocab))
     lengths.append(n)
     toks += doc
 with open(prefix + '.bin', 'wb') as f:
