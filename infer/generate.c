@@ -81,6 +81,7 @@ int cmd_generate(int argc, char **argv) {
     m->be->sync();
     double t_decode = now_sec() - t0;
     if (!quiet) printf("\n");
+    fflush(stdout);
     size_t state_bytes = (size_t)m->d.L * B *
                          (((size_t)2 * m->d.Kd + m->d.Vd) * (m->d.K - 1) + (size_t)m->d.HV * m->d.dk * m->d.dv) * 4;
     fprintf(stderr, "generate: prefill %zu tokens x %d in %.1f ms (%.0f tokens/s); decode %d steps x %d in %.1f ms "
