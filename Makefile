@@ -43,12 +43,12 @@ gpu-tests: $(GPU_TEST_BIN)
 # whole-archive: the subcommands are only referenced weakly from gdn.c, so every object must be linked in.
 # (Temporary while parts land in parallel: unresolved symbols are warnings, not errors.)
 gdn: $(BUILD)/gdn.o $(BUILD)/libgdn.a
-	$(CC) -o $@ $(BUILD)/gdn.o -Wl,--whole-archive $(BUILD)/libgdn.a -Wl,--no-whole-archive \
-	  -no-pie -Wl,--warn-unresolved-symbols $(LDLIBS)
+	$(CC) -o $@.tmp $(BUILD)/gdn.o -Wl,--whole-archive $(BUILD)/libgdn.a -Wl,--no-whole-archive \
+	  -no-pie -Wl,--warn-unresolved-symbols $(LDLIBS) && mv -f $@.tmp $@
 
+# built aside and renamed so a concurrent link never sees a half-written archive
 $(BUILD)/libgdn.a: $(LIB_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
+	@rm -f $@.tmp.$$$$; ar rcs $@.tmp.$$$$ $^ && mv -f $@.tmp.$$$$ $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
