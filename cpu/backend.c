@@ -1,0 +1,77 @@
+// backend.c: the CPU backend's op table (fp32 activations, host memory) and its memory functions.
+// The ops live in the other cpu/*.c files, one concern each; see cpu/cpu_ops.h.
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_ops.h"
+#include "model/backend.h"
+
+void *cpu_alloc(size_t bytes) {
+    // aligned_alloc wants a size that is a multiple of the alignment.
+    size_t rounded = bytes > SIZE_MAX - 64 ? 0 : (bytes + 63) / 64 * 64;
+    if (bytes == 0) rounded = 64;
+    void *p = rounded ? aligned_alloc(64, rounded) : NULL;
+    if (!p)
+        die("out of host memory allocating %zu bytes (%.2f GiB) for the CPU backend; "
+            "try a smaller micro_batch_size or seq_length",
+            bytes, (double)bytes / (1024.0 * 1024.0 * 1024.0));
+    memset(p, 0, rounded);
+    return p;
+}
+
+void cpu_free(void *p) { free(p); }
+
+static void cpu_memcpy(void *dst, const void *src, size_t bytes) {
+    if (bytes) memcpy(dst, src, bytes);
+}
+static void cpu_memset0(void *p, size_t bytes) {
+    if (bytes) memset(p, 0, bytes);
+}
+static void cpu_sync(void) {}
+// Activations are fp32 on the CPU, so the act <-> fp32 conversions are copies.
+static void cpu_to_act(void *dst, const float *src, size_t n) {
+    if (dst != src && n) memcpy(dst, src, n * sizeof(float));
+}
+static void cpu_from_act(float *dst, const void *src, size_t n) {
+    if (dst != src && n) memcpy(dst, src, n * sizeof(float));
+}
+
+static const Backend cpu_backend = {
+    .name = "cpu",
+    .act_bytes = 4,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .memcpy_h2d = cpu_memcpy,
+    .memcpy_d2h = cpu_memcpy,
+    .memcpy_d2d = cpu_memcpy,
+    .memset0 = cpu_memset0,
+    .sync = cpu_sync,
+    .to_act = cpu_to_act,
+    .from_act = cpu_from_act,
+    .embedding_fwd = cpu_embedding_fwd,
+    .embedding_bwd = cpu_embedding_bwd,
+    .rmsnorm_fwd = cpu_rmsnorm_fwd,
+    .rmsnorm_bwd = cpu_rmsnorm_bwd,
+    .matmul_fwd = cpu_matmul_fwd,
+    .matmul_bwd = cpu_matmul_bwd,
+    .conv_silu_fwd = cpu_conv_silu_fwd,
+    .conv_silu_bwd = cpu_conv_silu_bwd,
+    .l2norm_fwd = cpu_l2norm_fwd,
+    .l2norm_bwd = cpu_l2norm_bwd,
+    .gate_fwd = cpu_gate_fwd,
+    .gate_bwd = cpu_gate_bwd,
+    .delta_rule_fwd = cpu_delta_rule_fwd,
+    .delta_rule_bwd = cpu_delta_rule_bwd,
+    .gated_rmsnorm_fwd = cpu_gated_rmsnorm_fwd,
+    .gated_rmsnorm_bwd = cpu_gated_rmsnorm_bwd,
+    .swiglu_fwd = cpu_swiglu_fwd,
+    .swiglu_bwd = cpu_swiglu_bwd,
+    .lmhead_ce = cpu_lmhead_ce,
+    .lmhead_logits = cpu_lmhead_logits,
+    .sum = cpu_sum,
+    .sumsq = cpu_sumsq,
+    .adamw = cpu_adamw,
+};
+
+const Backend *backend_cpu(void) { return &cpu_backend; }

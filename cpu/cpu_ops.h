@@ -1,0 +1,115 @@
+// cpu_ops.h: the CPU backend's ops (fp32 activations, host memory), one function per entry of the
+// Backend table in model/backend.h, plus the token-by-token delta rule (the readable reference form).
+// backend_cpu() returns the table; the functions are exported too so tests and the model's reference
+// mode can call a specific form directly. Contracts (shapes, strides, accumulate vs overwrite) are
+// the ones written in model/backend.h; every "act" pointer here is float*.
+//
+// Parallelism: OpenMP over rows / heads / sequences. Every reduction over tokens is done in an order
+// fixed by the shapes alone, so results are bit-identical for any thread count.
+// Aliasing: the norm, gate, SwiGLU and embedding ops read each element before writing the same index,
+// so an output may overwrite an input of the same layout (e.g. rmsnorm s_out == resid, ds == dres);
+// conv and the delta rule read other rows/tokens and need separate buffers (conv's state may alias).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Programmer errors (bad shapes, NULL required pointers): die with the op's name and the broken rule.
+// Always on (not assert()), as the ops are called with shapes from configs.
+#define CPU_REQUIRE(cond, op, ...)                                                                         \
+    do {                                                                                                   \
+        if (!(cond)) die("cpu backend, " op ": " __VA_ARGS__);                                             \
+    } while (0)
+
+#define CPU_DELTA_CHUNK 64 // chunk length of the chunked delta rule (FLA's C = 64)
+
+// ---- memory (cpu/backend.c)
+void *cpu_alloc(size_t bytes); // zero-filled, 64-byte aligned
+void cpu_free(void *p);
+
+// ---- embedding, SwiGLU, sums (cpu/elementwise.c)
+void cpu_embedding_fwd(void *x, const int32_t *ids, const void *E, int N, int h);
+void cpu_embedding_bwd(float *dE, const void *dx, const int32_t *ids, int N, int h, int V);
+void cpu_swiglu_fwd(void *y, const void *gu, int N, int F);
+void cpu_swiglu_bwd(void *dgu, const void *dy, const void *gu, int N, int F);
+void cpu_sum(float *out, const float *x, size_t n);
+void cpu_sumsq(float *out, const float *x, size_t n);
+
+// ---- norms (cpu/norms.c)
+void cpu_rmsnorm_fwd(void *y, float *rstd, void *s_out, const void *x, const void *resid, const float *w, int N,
+                     int h, float eps);
+void cpu_rmsnorm_bwd(void *ds, float *dw, const void *dy, const void *s, const float *rstd, const float *w,
+                     const void *dres, int N, int h);
+void cpu_l2norm_fwd(void *y, int ldy, float *rstd, const void *x, int ldx, int N, int heads, int d);
+void cpu_l2norm_bwd(void *dx, int lddx, const void *dy, int lddy, const void *y, int ldy, const float *rstd, int N,
+                    int heads, int d);
+void cpu_gated_rmsnorm_fwd(void *y, int ldy, float *rstd, const void *o, int ldo, const void *z, int ldz,
+                           const float *w, int N, int HV, int dv, float eps);
+void cpu_gated_rmsnorm_bwd(void *do_, int lddo, void *dz, int lddz, float *dw, const void *dy, int lddy,
+                           const void *o, int ldo, const void *z, int ldz, const float *rstd, const float *w, int N,
+                           int HV, int dv);
+
+// ---- GEMM through OpenBLAS (cpu/matmul.c)
+// C[M,N] = alpha op(A) op(B) + beta C, row-major; op(A) = A ([M,K], lda) or A^T (A is [K,M]) when transA,
+// op(B) = B ([K,N], ldb) or B^T (B is [N,K]) when transB. Cut into output tiles fixed by the shape, each
+// a single-threaded sgemm, tiles in parallel: the result does not depend on the thread count. Sets
+// OpenBLAS's own thread count to 1 (the CPU backend's threads are OpenMP's).
+void cpu_gemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+              int ldb, float beta, float *C, int ldc);
+void cpu_matmul_fwd(void *y, int ldy, const void *x, int ldx, const void *W, int M, int N, int K, int accumulate);
+void cpu_matmul_bwd(void *dx, int lddx, float *dW, const void *dy, int lddy, const void *x, int ldx, const void *W,
+                    int M, int N, int K, int accumulate_dx);
+
+// ---- causal depthwise conv + SiLU (cpu/conv.c)
+void cpu_conv_silu_fwd(void *y, int ldy, const void *x, int ldx, const float *w, const float *state_in,
+                       float *state_out, int B, int T, int D, int K);
+void cpu_conv_silu_bwd(void *dx, int lddx, float *dw, const void *dy, int lddy, const void *x, int ldx,
+                       const float *w, int B, int T, int D, int K);
+
+// ---- beta / gate (cpu/gate.c)
+void cpu_gate_fwd(float *beta, float *gamma, const void *b, const void *a, int ld, const float *A_log,
+                  const float *dt_bias, int N, int HV);
+void cpu_gate_bwd(void *db, void *da, int ld, float *dA_log, float *ddt_bias, const float *dbeta,
+                  const float *dgamma, const void *b, const void *a, const float *A_log, const float *dt_bias, int N,
+                  int HV);
+
+// ---- gated delta rule, chunked WY form, chunk 64 (cpu/delta_rule_chunk.c): the table's entries.
+// h_save (NULL allowed in both) holds the chunk-start states [B, HV, NT, dk, dv]; the backward
+// recomputes them when it is NULL.
+void cpu_delta_rule_fwd(void *o, int ldo, void *h_save, float *state, const void *q, const void *k, int ldqk,
+                        const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H, int HV,
+                        int dk, int dv, float scale);
+void cpu_delta_rule_bwd(void *dQ, void *dK, int lddqk, void *dV, int lddv, float *dbeta, float *dgamma,
+                        const void *do_, int lddo, const void *h_save, const void *q, const void *k, int ldqk,
+                        const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H, int HV,
+                        int dk, int dv, float scale);
+
+// ---- gated delta rule, token-by-token recurrence of spec model.md §2.4 (cpu/delta_rule_recurrent.c).
+// Same signatures and results as the chunked pair (to fp32 rounding). The forward fills h_save when it
+// is given (the same chunk-start states, so either backward can follow either forward); the backward
+// uses h_save as checkpoints when given and recomputes them otherwise.
+void cpu_delta_rule_recurrent_fwd(void *o, int ldo, void *h_save, float *state, const void *q, const void *k,
+                                  int ldqk, const void *v, int ldv, const float *beta, const float *gamma, int B,
+                                  int T, int H, int HV, int dk, int dv, float scale);
+void cpu_delta_rule_recurrent_bwd(void *dQ, void *dK, int lddqk, void *dV, int lddv, float *dbeta, float *dgamma,
+                                  const void *do_, int lddo, const void *h_save, const void *q, const void *k,
+                                  int ldqk, const void *v, int ldv, const float *beta, const float *gamma, int B,
+                                  int T, int H, int HV, int dk, int dv, float scale);
+
+// ---- tied lm head + cross-entropy (cpu/lmhead_ce.c). dE may be NULL (then only dy is produced).
+void cpu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets, int N,
+                   int h, int V, float loss_scale);
+void cpu_lmhead_logits(float *logits, const void *y, const void *E, int N, int h, int V);
+
+// ---- optimizer (cpu/adamw.c); p_act must be NULL or p (fp32 activations share the master copy)
+void cpu_adamw(float *p, void *p_act, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+               float eps, float wd, int step, float gscale);
+
+#ifdef __cplusplus
+}
+#endif

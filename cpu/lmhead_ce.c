@@ -1,0 +1,75 @@
+// lmhead_ce.c: the tied lm head (logits = y . E^T) fused with cross-entropy (spec model.md §2.1
+// steps 4-5), in blocks of rows so the [N, V] logits never exist whole (V = 128256 would need N*0.5 MB).
+// Per block: logits = y_blk E^T (sgemm); per row max / log-sum-exp (sum in double); loss; then
+// dlogits = (softmax - onehot) * loss_scale in place; dy_blk = dlogits E; dE += dlogits^T y_blk.
+// dE is a reduction over tokens: blocks are fixed by N alone and added in block order, and cpu_gemm's
+// results do not depend on the thread count, so it is deterministic.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_ops.h"
+
+// Rows per block: as many as fit an 8 MB logits buffer, 64 to 1024 (64 for V >= 32768, so 32 MB at
+// V = 128256). The blocking depends on V alone, so the order of the dE sum depends on nothing else.
+static int ce_rows(int V) {
+    int r = (int)((2u << 20) / (unsigned)V);
+    return r < 64 ? 64 : r > 1024 ? 1024 : r;
+}
+
+void cpu_lmhead_ce(float *losses, void *dy_, float *dE, const void *y_, const void *E_, const int32_t *targets, int N,
+                   int h, int V, float loss_scale) {
+    CPU_REQUIRE(losses && y_ && E_ && targets, "lmhead_ce", "NULL pointer (losses, y, E, targets)");
+    CPU_REQUIRE(h > 0 && V > 0, "lmhead_ce", "bad shape h=%d V=%d", h, V);
+    for (int n = 0; n < N; n++)
+        if (targets[n] >= V)
+            die("cpu backend, lmhead_ce: target id %d at row %d is outside the vocabulary [0, %d)", targets[n], n, V);
+    float *dy = dy_;
+    const float *y = y_, *E = E_;
+    int blk = ce_rows(V);
+    float *logits = xmalloc((size_t)(N < blk ? (N > 0 ? N : 1) : blk) * V * sizeof(float));
+    for (int n0 = 0; n0 < N; n0 += blk) {
+        int rows = N - n0 < blk ? N - n0 : blk;
+        int any = 0;
+        for (int r = 0; r < rows; r++) any |= targets[n0 + r] >= 0;
+        if (!any) { // every target ignored: no loss, no gradient
+            for (int r = 0; r < rows; r++) losses[n0 + r] = 0;
+            if (dy) memset(dy + (size_t)n0 * h, 0, (size_t)rows * h * sizeof(float));
+            continue;
+        }
+        const float *yb = y + (size_t)n0 * h;
+        cpu_gemm(0, 1, rows, V, h, 1.0f, yb, h, E, h, 0.0f, logits, V);
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            float *l = logits + (size_t)r * V;
+            int tgt = targets[n0 + r];
+            if (tgt < 0) {
+                losses[n0 + r] = 0;
+                if (dy) memset(l, 0, (size_t)V * sizeof(float));
+                continue;
+            }
+            float mx = l[0];
+            for (int c = 1; c < V; c++) mx = l[c] > mx ? l[c] : mx;
+            double se = 0;
+            for (int c = 0; c < V; c++) se += expf(l[c] - mx);
+            double lse = mx + log(se);
+            losses[n0 + r] = (float)(lse - l[tgt]);
+            if (dy) {
+                float inv = (float)(1.0 / se);
+                for (int c = 0; c < V; c++) l[c] = expf(l[c] - mx) * inv * loss_scale;
+                l[tgt] -= loss_scale;
+            }
+        }
+        if (dy) {
+            cpu_gemm(0, 0, rows, h, V, 1.0f, logits, V, E, h, 0.0f, dy + (size_t)n0 * h, h);
+            if (dE) cpu_gemm(1, 0, V, h, rows, 1.0f, logits, V, yb, h, 1.0f, dE, h);
+        }
+    }
+    free(logits);
+}
+
+void cpu_lmhead_logits(float *logits, const void *y, const void *E, int N, int h, int V) {
+    CPU_REQUIRE(logits && y && E, "lmhead_logits", "NULL pointer (logits, y, E)");
+    if (N <= 0 || V <= 0) return;
+    cpu_gemm(0, 1, N, V, h, 1.0f, y, h, E, h, 0.0f, logits, V);
+}
