@@ -52,6 +52,7 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(finetune, CK_BOOL, finetune, "false", "with load: take weights only, start at step 0")             \
     X(train_data_path, CK_STR, train_data_path, "", "Megatron .bin/.idx prefix")                         \
     X(data_order, CK_STR, data_order, "megatron", "megatron (GPTDataset) | fla (FLA-aligned chunks)")     \
+    X(eos_token_id, CK_INT, eos_token_id, "128001", "EOS id; with data_order fla its labels are ignored (FLA's collator pads with EOS)") \
     X(metrics_file, CK_STR, metrics_file, "", "JSONL metrics file (default <save>/metrics.jsonl)")       \
     X(device, CK_STR, device, "auto", "cpu | cuda | auto")                                                \
     X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
@@ -72,6 +73,7 @@ typedef struct {
     char load[512];
     int finetune;
     char train_data_path[512], data_order[16], metrics_file[512], device[16], precision[16];
+    int eos_token_id;
     char delta_rule[16];
 } Config;
 

@@ -69,6 +69,9 @@ static void fetch_step(Sampler *s, const Config *c, long step, int32_t *in, int3
             uint64_t g = sampler_position(s, (uint64_t)step, mu, 0, j, mbs, 1, c->global_batch_size);
             size_t o = ((size_t)mu * mbs + j) * T;
             sampler_get(s, g, in + o, lab + o);
+            if (!strcmp(c->data_order, "fla")) // FLA's collator: labels equal to the pad (= EOS) token are ignored
+                for (int t = 0; t < T; t++)
+                    if (lab[o + t] == c->eos_token_id) lab[o + t] = -1;
         }
 }
 
