@@ -1,0 +1,236 @@
+// common.cuh: what every cuda/*.cu file shares: the device context, error checks, the launch helper,
+// act-dtype conversions, deterministic warp/block reductions and 16-byte vector loads.
+//
+// Layering (as in ggml-cuda): each op file has kernels first, then launchers, then the tier-3 entry
+// points that check every shape/stride/alignment assumption and die with the op's name. Entry points
+// are templates on the activation type T (float for the fp32 debug mode, bf16 for mixed precision);
+// each file's cu_register_*() puts the two instantiations into the two Backend tables.
+//
+// Rules kept everywhere: one stream (g_cu.stream), no host synchronisation inside ops, every kernel
+// launch checked (cu_launch), GDN_CUDA_DEBUG=1 synchronises after every launch and names the kernel,
+// no float atomics (reductions go through fixed-layout partials summed in a fixed order).
+//
+// Built with nvcc, or with g++ and -DGDN_EMU (cuda/emu.cuh): then kernels run on the CPU, one block at
+// a time with one fiber per thread, to check index math and barriers without a GPU.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef GDN_EMU
+#include "cuda/emu.cuh"
+#else
+#include <cuda_runtime.h>
+#endif
+#include <cuda_bf16.h>
+
+#include "model/backend.h"
+#include "util/common.h"
+
+typedef __nv_bfloat16 bf16;
+
+// ---- device-side input errors (bad token ids): first one wins, read by the host at sync points.
+enum { CU_ERR_NONE = 0, CU_ERR_EMBED_ID = 1, CU_ERR_EMBED_BWD_ID = 2, CU_ERR_TARGET_ID = 3 };
+struct CuDevError {
+    int code;  // CU_ERR_*
+    int row;   // token row
+    int value; // the offending id
+    int limit; // the vocabulary size
+};
+
+struct CudaCtx {
+    int ready;
+    int device;
+    int sm_count;
+    size_t smem_optin; // max dynamic shared memory per block after opt-in
+    int debug;         // GDN_CUDA_DEBUG=1: synchronise and check after every launch
+    cudaStream_t stream;
+    CuDevError *err_dev; // device memory; copied to the host and checked at sync points
+};
+extern CudaCtx g_cu;
+
+// ---- host-side checks
+[[noreturn]] void cu_die_api(const char *call, cudaError_t e, const char *file, int line);
+#define CU_CHECK(call)                                                                                                 \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) cu_die_api(#call, e_, __FILE__, __LINE__);                                              \
+    } while (0)
+// Shape/pointer checks at every op entry (always on): "cuda backend, <op>: <message>".
+#define CU_REQUIRE(cond, op, ...)                                                                                      \
+    do {                                                                                                               \
+        if (!(cond)) die("cuda backend, " op ": " __VA_ARGS__);                                                        \
+    } while (0)
+
+void cu_after_launch(const char *kernel); // cudaGetLastError; with GDN_CUDA_DEBUG also sync + checks
+void cu_check_launch(const char *kernel, dim3 grid, dim3 block, size_t smem);
+void cu_check_device_errors(const char *where); // reads the CuDevError record (waits for the stream); dies if set
+
+// Stream-ordered scratch memory (cudaMallocAsync from the device pool, kept cached by the pool).
+void *cu_scratch(size_t bytes, const char *op);
+void cu_scratch_free(void *p);
+
+static inline bool cu_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+static inline unsigned cu_blocks(size_t n, unsigned per) { return (unsigned)((n + per - 1) / per); }
+
+// Launches kern<<<grid, block, smem, g_cu.stream>>>(args...) after checking the configuration, then
+// checks the launch. `name` is what errors and GDN_CUDA_DEBUG report.
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(const char *name, void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                             Args... args) {
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0) return; // nothing to do (empty shapes)
+    cu_check_launch(name, grid, block, smem);
+    if (smem > 48 * 1024) {
+        // Opt in to more than 48 KB of dynamic shared memory (remembered per kernel).
+        static const void *seen[64];
+        static size_t seen_bytes[64];
+        const void *key = (const void *)kern;
+        int slot = -1;
+        for (int i = 0; i < 64; i++)
+            if (seen[i] == key || !seen[i]) {
+                slot = i;
+                break;
+            }
+        if (slot < 0 || seen[slot] != key || seen_bytes[slot] < smem) {
+            CU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void *>(kern),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            if (slot >= 0) seen[slot] = key, seen_bytes[slot] = smem;
+        }
+    }
+#ifdef GDN_EMU
+    emu::launch(name, grid, block, smem, [&] { kern(args...); });
+#else
+    kern<<<grid, block, smem, g_cu.stream>>>(args...);
+#endif
+    cu_after_launch(name);
+}
+
+// ---- GEMM (cuda/matmul.cu), column-major cuBLASLt semantics:
+// C[m,n] = op(A) op(B) + beta C, op(A) = A^T if ta (A stored k x m, lda >= k) else A (m x k, lda >= m);
+// op(B) = B^T if tb (B stored n x k) else B (k x n). A and B have type ab (act), C has type c.
+// fp32 accumulation always; fp32 inputs use CUBLAS_COMPUTE_32F (no TF32).
+void cu_gemm(const char *op, bool ta, bool tb, int m, int n, int k, const void *A, long lda, const void *B, long ldb,
+             void *C, long ldc, cudaDataType_t ab, cudaDataType_t c, float beta);
+template <typename T> static inline cudaDataType_t cu_dtype();
+template <> inline cudaDataType_t cu_dtype<float>() { return CUDA_R_32F; }
+template <> inline cudaDataType_t cu_dtype<bf16>() { return CUDA_R_16BF; }
+
+// dst[c] += sum_{p < P} part[p * W + c] (p in order), c < W. The second pass of every deterministic
+// reduction over tokens (cuda/elementwise.cu).
+void cu_add_partials(float *dst, const float *part, int P, int W, const char *op);
+
+// ---- per-family registration into a Backend table (bf16: act type is bf16, else fp32)
+void cu_register_matmul(Backend *b, int use_bf16);
+void cu_register_norms(Backend *b, int use_bf16);
+void cu_register_conv(Backend *b, int use_bf16);
+void cu_register_gate(Backend *b, int use_bf16);
+void cu_register_delta_rule_fwd(Backend *b, int use_bf16);
+void cu_register_delta_rule_bwd(Backend *b, int use_bf16);
+void cu_register_lmhead(Backend *b, int use_bf16);
+void cu_register_elementwise(Backend *b, int use_bf16);
+void cu_register_adamw(Backend *b, int use_bf16);
+int cu_matmul_init(char *err, size_t errlen);
+
+// =====================================================================================================
+// Device helpers
+
+// act <-> fp32. bf16 conversion is round-to-nearest-even, like f32_to_bf16 in util/common.h.
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(bf16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) { return __float2bfloat16_rn(x); }
+// The value an fp32 result takes once stored in act dtype (identity for fp32): FLA's bf16 storage points.
+template <typename T> __device__ __forceinline__ float rnd(float x) { return to_f(from_f<T>(x)); }
+
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// Sum over the 32 lanes; the xor butterfly gives every lane the same bits (fp add is commutative).
+template <typename F> __device__ __forceinline__ F warp_sum(F v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+// Sum over the 16 lanes of a half warp (lanes l and l^8, l^4, l^2, l^1).
+__device__ __forceinline__ float half_warp_sum(float v) {
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Block-wide sum (blockDim.x a multiple of 32, all threads call it). Deterministic: warp butterflies,
+// then every thread adds the warp totals in warp order. Returns the total to every thread.
+template <typename F> __device__ __forceinline__ F block_sum(F v) {
+    __shared__ F cu_red_sum[32];
+    v = warp_sum(v);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads(); // a previous call's readers are done with cu_red_sum
+    if (lane == 0) cu_red_sum[warp] = v;
+    __syncthreads();
+    F t = 0;
+    for (int i = 0; i < nw; i++) t += cu_red_sum[i];
+    return t;
+}
+__device__ __forceinline__ float block_max(float v) {
+    __shared__ float cu_red_max[32];
+    v = warp_max(v);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) cu_red_max[warp] = v;
+    __syncthreads();
+    float t = cu_red_max[0];
+    for (int i = 1; i < nw; i++) t = fmaxf(t, cu_red_max[i]);
+    return t;
+}
+
+// V consecutive act values <-> fp32. V*sizeof(T) == 16 uses one 16-byte access (caller checks
+// alignment on the host); V == 1 is the scalar fallback.
+template <typename T, int V> __device__ __forceinline__ void load_vec(float (&out)[V], const T *p) {
+    if constexpr (V == 1) {
+        out[0] = to_f(p[0]);
+    } else {
+        static_assert(V * sizeof(T) == 16, "16-byte vectors only");
+        uint4 raw = *reinterpret_cast<const uint4 *>(p);
+        const T *t = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+        for (int i = 0; i < V; i++) out[i] = to_f(t[i]);
+    }
+}
+template <typename T, int V> __device__ __forceinline__ void store_vec(T *p, const float (&in)[V]) {
+    if constexpr (V == 1) {
+        p[0] = from_f<T>(in[0]);
+    } else {
+        static_assert(V * sizeof(T) == 16, "16-byte vectors only");
+        uint4 raw;
+        T *t = reinterpret_cast<T *>(&raw);
+#pragma unroll
+        for (int i = 0; i < V; i++) t[i] = from_f<T>(in[i]);
+        *reinterpret_cast<uint4 *>(p) = raw;
+    }
+}
+template <typename T> struct Vec16 {
+    static constexpr int n = 16 / (int)sizeof(T); // 4 floats or 8 bf16
+};
+
+// Records the first device-side input error (host reads it after the next sync).
+__device__ __forceinline__ void dev_report(CuDevError *e, int code, int row, int value, int limit) {
+    if (atomicCAS(&e->code, 0, code) == 0) {
+        e->row = row;
+        e->value = value;
+        e->limit = limit;
+    }
+}
+
+// Dynamic shared memory as an array of `type` named `name`.
+#ifdef GDN_EMU
+#define CU_DYN_SMEM(type, name) type *name = reinterpret_cast<type *>(emu::dyn_smem())
+#else
+#define CU_DYN_SMEM(type, name)                                                                                        \
+    extern __shared__ __align__(16) unsigned char cu_dyn_smem_raw[];                                                   \
+    type *name = reinterpret_cast<type *>(cu_dyn_smem_raw)
+#endif

@@ -1,0 +1,60 @@
+// emu.cuh: lets g++ compile the cuda/*.cu files (-DGDN_EMU -x c++) so their kernels run on the CPU.
+// Used only by tests/gpu/emu_check.sh to check index math, shared-memory phases and barriers on a
+// machine without a GPU; never part of the real build.
+//
+// Model: a launch runs its blocks one after another; each thread of a block is a fiber (ucontext)
+// that runs until it reaches __syncthreads() or a warp shuffle, so a missing barrier shows up as a read
+// of data not yet written (dynamic shared memory is filled with NaN before every block). A barrier that
+// not every thread reaches is reported as a deadlock. `__shared__` becomes `static`, which is right
+// because only one block runs at a time. The CUDA runtime / cuBLASLt calls the backend makes are
+// implemented on host memory by tests/gpu/emu/cuda_emu.cc (GEMMs by a plain loop that checks the
+// layouts the way cuBLASLt does).
+#pragma once
+#include <cuda_runtime.h> // types and declarations only
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <functional>
+
+namespace emu {
+extern uint3 *cur_tid;
+extern uint3 block_idx;
+extern dim3 block_dim, grid_dim;
+void launch(const char *name, dim3 grid, dim3 block, size_t smem, const std::function<void()> &body);
+void *dyn_smem();
+void syncthreads();
+uint64_t shfl_xor(uint64_t v, int lane_mask);
+} // namespace emu
+
+#define threadIdx (*emu::cur_tid)
+#define blockIdx (emu::block_idx)
+#define blockDim (emu::block_dim)
+#define gridDim (emu::grid_dim)
+#define __syncthreads() emu::syncthreads()
+#undef __shared__
+#define __shared__ static
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+
+template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int lane_mask) {
+    static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof(T));
+    u = emu::shfl_xor(u, lane_mask);
+    memcpy(&v, &u, sizeof(T));
+    return v;
+}
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline int atomicCAS(int *p, int cmp, int val) {
+    int old = *p;
+    if (old == cmp) *p = val;
+    return old;
+}
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
