@@ -41,14 +41,17 @@ all: gdn $(TEST_BIN) $(if $(filter 1,$(CUDA)),$(GPU_TEST_BIN))
 gpu-tests: $(GPU_TEST_BIN)
 
 # whole-archive: the subcommands are only referenced weakly from gdn.c, so every object must be linked in.
-# (Temporary while parts land in parallel: unresolved symbols are warnings, not errors.)
 gdn: $(BUILD)/gdn.o $(BUILD)/libgdn.a
 	$(CC) -o $@.tmp $(BUILD)/gdn.o -Wl,--whole-archive $(BUILD)/libgdn.a -Wl,--no-whole-archive \
-	  -no-pie -Wl,--warn-unresolved-symbols $(LDLIBS) && mv -f $@.tmp $@
+	  $(LDLIBS) && mv -f $@.tmp $@
+
+# The archive's contents depend on CUDA=0/1: a stamp holding the value forces a rebuild when it changes.
+$(BUILD)/cuda_flag.$(CUDA):
+	@mkdir -p $(BUILD); rm -f $(BUILD)/cuda_flag.*; touch $@
 
 # built aside and renamed so a concurrent link never sees a half-written archive
-$(BUILD)/libgdn.a: $(LIB_OBJ)
-	@rm -f $@.tmp.$$$$; ar rcs $@.tmp.$$$$ $^ && mv -f $@.tmp.$$$$ $@
+$(BUILD)/libgdn.a: $(LIB_OBJ) $(BUILD)/cuda_flag.$(CUDA)
+	@rm -f $@.tmp.$$$$; ar rcs $@.tmp.$$$$ $(LIB_OBJ) && mv -f $@.tmp.$$$$ $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
