@@ -5,15 +5,17 @@
 #   FLA_STEPS=20  TRAIN_STEPS=50
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-build/gpu_out}; mkdir -p "$OUT"
-STAGES=${STAGES:-build ops model fla train300m}
+# Logs go to build/gpu_out; when the device tool's $OUT is set, a tarball of them and the summary land there.
+RESULTS_DIR=${OUT:-}
+OUT=build/gpu_out; rm -rf "$OUT"; mkdir -p "$OUT"
+STAGES=${STAGES:-build ops model bench fla fla_train train300m}
 export FLA_PATH=${FLA_PATH:-.fla} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 declare -A RESULT
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-stage() { # stage NAME CMD...: runs, logs, records PASS/FAIL and the seconds taken
+stage() { # stage NAME CMD...: runs (at most STAGE_TIMEOUT s), logs, records PASS/FAIL and the seconds taken
   local name=$1; shift; local t0=$(date +%s)
   echo "=== $name: $*"
-  if "$@" > "$OUT/$name.log" 2>&1; then RESULT[$name]="PASS $(( $(date +%s) - t0 ))s"; else RESULT[$name]="FAIL $(( $(date +%s) - t0 ))s"; fi
+  if timeout "${STAGE_TIMEOUT:-300}" "$@" > "$OUT/$name.log" 2>&1; then RESULT[$name]="PASS $(( $(date +%s) - t0 ))s"; else RESULT[$name]="FAIL $(( $(date +%s) - t0 ))s"; fi
   tail -n 30 "$OUT/$name.log"
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
@@ -31,10 +33,16 @@ if has model; then
 fi
 
 DATA=${DATA:-.assets/data/corpus_fla}
-if has fla; then
-  W=build/fla_work; rm -rf "$W"; mkdir -p "$W"
+if has bench; then
+  stage bench300m ./gdn bench --config configs/gdn-300m.yaml --micro_batch_size 16 --seq_length 2048 --device cuda --steps 10 --warmup 2
+fi
+W=build/fla_work
+if has fla || has fla_train; then
+  rm -rf "$W"; mkdir -p "$W"
   stage fla_init python3 scripts/fla_ref.py init "$W/hf_init"
   stage convert_from_hf ./gdn convert --from-hf "$W/hf_init" --save "$W/ckpt_init"
+fi
+if has fla; then
   # logits of one 300-token sequence: FLA fp32 vs gdn fp32 on CUDA
   python3 -c "import numpy as np; np.random.seed(1); np.random.randint(0,128256,300).astype('int32').tofile('$W/ids.bin')"
   stage fla_logits python3 scripts/fla_ref.py logits "$W/hf_init" "$W/ids.bin" "$W/fla_logits.npy"
@@ -49,6 +57,8 @@ rel = np.abs(ref - got).max() / np.abs(ref).max()
 print(f'logits FLA (fp32, fused_recurrent) vs gdn (CUDA fp32): cosine {cos:.8f} (>= 0.99999), max rel {rel:.2e} (<= 1e-4)')
 sys.exit(0 if cos >= 0.99999 and rel <= 1e-4 else 1)
 PY
+fi
+if has fla_train; then
   stage fla_train python3 scripts/fla_ref.py train "$W/hf_init" "$DATA" "${FLA_STEPS:-20}"
   stage gdn_train_parity ./gdn train --config configs/gdn-300m.yaml --load "$W/ckpt_init" --finetune \
       --train_data_path "$DATA" --data_order fla --micro_batch_size 16 --global_batch_size 16 \
@@ -74,12 +84,22 @@ if has train300m; then
       --log_interval 5 --device cuda --metrics_file "$OUT/train300m_metrics.jsonl" --save ""
 fi
 
+finish() {
+  if [ -n "$RESULTS_DIR" ]; then
+    tar czf "$RESULTS_DIR/logs.tgz" -C "$OUT" . 2>/dev/null
+    cp "$OUT/summary.txt" "$RESULTS_DIR/" 2>/dev/null
+  fi
+}
+{
 echo; echo "==================== summary ===================="
 printf "%-20s %s\n" stage result
-for k in build ops ops_bench model fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train gdn_train_parity compare_fla train300m; do
+for k in build ops ops_bench model bench300m fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train gdn_train_parity compare_fla train300m; do
   [ -n "${RESULT[$k]:-}" ] && printf "%-20s %s\n" "$k" "${RESULT[$k]}"
 done
 grep -h "fla_ms_per_step" "$OUT/fla_train.log" 2>/dev/null | tail -1
 grep -h "iteration-1 loss" "$OUT/compare_fla.log" 2>/dev/null
 grep -h "cosine" "$OUT/compare_logits.log" 2>/dev/null
+grep -h "^bench:" "$OUT/bench300m.log" 2>/dev/null
 grep -h "elapsed time per iteration" "$OUT/train300m.log" 2>/dev/null | tail -2 | sed 's/.*iteration  *\([0-9]*\)\/.*elapsed time per iteration (ms): \([0-9.]*\).*tokens\/s\/GPU): \([0-9.]*\).*lm loss: \([0-9.E+-]*\).*/gdn 300M iter \1: \2 ms\/iter, \3 tokens\/s, loss \4/'
+} | tee "$OUT/summary.txt"
+finish
