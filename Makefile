@@ -3,10 +3,19 @@
 CC      ?= gcc
 NVCC    ?= nvcc
 CUDA    ?= 0
+BLAS    ?= 1
 OPT     ?= -O3 -march=native
 CFLAGS  += $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
            -fopenmp -fno-fast-math -I. -MMD -MP
-LDLIBS  += -lyaml -lcjson -lopenblas -lutf8proc -lzstd -lsnappy -lz -lm -lpthread -fopenmp
+LDLIBS  += -lyaml -lcjson $(if $(filter 1,$(BLAS)),-lopenblas) -lutf8proc -lzstd -lsnappy -lz -lm -lpthread -fopenmp
+ifneq ($(BLAS),1)
+  CFLAGS += -DGDN_NO_BLAS
+endif
+# DEPS=dir: headers and libraries unpacked there (scripts/device_deps.sh), found at build and run time
+ifneq ($(DEPS),)
+  CFLAGS  += -I$(DEPS)/include
+  LDLIBS  += -L$(DEPS)/lib -Wl,-rpath,$(abspath $(DEPS))/lib
+endif
 # Hopper: sm_90a machine code (wgmma/TMA capable) plus sm_90 PTX for forward compatibility.
 CUDA_ARCH ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
 NVFLAGS += -O3 -g -lineinfo -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -fopenmp,-Wall -MMD -MP \
@@ -45,12 +54,14 @@ gdn: $(BUILD)/gdn.o $(BUILD)/libgdn.a
 	$(CC) -o $@.tmp $(BUILD)/gdn.o -Wl,--whole-archive $(BUILD)/libgdn.a -Wl,--no-whole-archive \
 	  $(LDLIBS) && mv -f $@.tmp $@
 
-# The archive's contents depend on CUDA=0/1: a stamp holding the value forces a rebuild when it changes.
-$(BUILD)/cuda_flag.$(CUDA):
-	@mkdir -p $(BUILD); rm -f $(BUILD)/cuda_flag.*; touch $@
+# Objects and the archive depend on CUDA= and BLAS=: a stamp named by the values rebuilds them on a change.
+FLAGS_STAMP := $(BUILD)/flags.cuda$(CUDA).blas$(BLAS)
+$(FLAGS_STAMP):
+	@mkdir -p $(BUILD); rm -f $(BUILD)/flags.*; touch $@
+$(LIB_OBJ) $(BUILD)/gdn.o: $(FLAGS_STAMP)
 
 # built aside and renamed so a concurrent link never sees a half-written archive
-$(BUILD)/libgdn.a: $(LIB_OBJ) $(BUILD)/cuda_flag.$(CUDA)
+$(BUILD)/libgdn.a: $(LIB_OBJ)
 	@rm -f $@.tmp.$$$$; ar rcs $@.tmp.$$$$ $(LIB_OBJ) && mv -f $@.tmp.$$$$ $@
 
 $(BUILD)/%.o: %.c

@@ -6,9 +6,28 @@
 // dW (a sum over tokens) depend on the machine. So every GEMM is cut into output tiles whose sizes
 // depend on the shape alone; each tile is one single-threaded sgemm over the whole inner dimension, and
 // OpenMP runs the tiles in parallel. An element's value then depends only on the shape.
+#ifndef GDN_NO_BLAS
 #include <cblas.h>
+#endif
 
 #include "cpu/cpu_ops.h"
+
+#ifdef GDN_NO_BLAS
+// Built with BLAS=0 (e.g. a GPU machine without OpenBLAS, where the CPU backend only serves as the
+// tests' reference): one tile as plain loops, accumulating in the order of k.
+static void tile_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = 0;
+            for (int k = 0; k < K; k++)
+                acc += (transA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                       (transB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+            float *c = &C[(size_t)i * ldc + j];
+            *c = alpha * acc + (beta == 0 ? 0 : beta * *c);
+        }
+}
+#endif
 
 enum { TILE_M = 256, TILE_N = 256 };
 
@@ -20,8 +39,10 @@ void cpu_gemm(int transA, int transB, int M, int N, int K, float alpha, const fl
             for (int j = 0; j < N; j++) Cm[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * Cm[(size_t)i * ldc + j];
         return;
     }
+#ifndef GDN_NO_BLAS
     // Tiles run on OpenMP threads; OpenBLAS must not split them further.
     openblas_set_num_threads(1);
+#endif
     int tm = (M + TILE_M - 1) / TILE_M, tn = (N + TILE_N - 1) / TILE_N;
 #pragma omp parallel for schedule(dynamic) if (tm * tn > 1)
     for (int t = 0; t < tm * tn; t++) {
@@ -29,8 +50,12 @@ void cpu_gemm(int transA, int transB, int M, int N, int K, float alpha, const fl
         int mb = M - i0 < TILE_M ? M - i0 : TILE_M, nb = N - j0 < TILE_N ? N - j0 : TILE_N;
         const float *At = transA ? A + i0 : A + (size_t)i0 * lda; // op(A) rows i0..: A^T is [K, M]
         const float *Bt = transB ? B + (size_t)j0 * ldb : B + j0; // op(B) cols j0..: B^T is [N, K]
+#ifdef GDN_NO_BLAS
+        tile_sgemm(transA, transB, mb, nb, K, alpha, At, lda, Bt, ldb, beta, Cm + (size_t)i0 * ldc + j0, ldc);
+#else
         cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, mb, nb, K,
                     alpha, At, lda, Bt, ldb, beta, Cm + (size_t)i0 * ldc + j0, ldc);
+#endif
     }
 }
 

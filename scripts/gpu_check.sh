@@ -22,7 +22,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,n
 cat "$OUT/gpu.txt"
 
 if has build; then
-  stage build make -j"$(nproc)" CUDA=1 all gpu-tests
+  # without a package registry there: libraries carried in .deps (scripts/device_deps.sh), no OpenBLAS
+  if [ -d .deps ]; then MK=(CUDA=1 BLAS=0 DEPS=.deps); else MK=(CUDA=1); fi
+  stage build make -j"$(nproc)" "${MK[@]}" all gpu-tests
 fi
 if has ops; then
   stage ops build/gpu_tests/test_cuda_ops

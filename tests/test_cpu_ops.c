@@ -19,7 +19,11 @@
 // 3. Determinism: 1 thread vs 2 threads (OpenMP and OpenBLAS) give bit-identical results for every op
 //    with a reduction over tokens.
 // 4. AdamW for 20 steps against a double-precision evaluation of torch's formula; sums vs double.
+#ifndef GDN_NO_BLAS
 #include <cblas.h>
+#else
+static void openblas_set_num_threads(int n) { (void)n; } // BLAS=0 build: plain-loop GEMM, nothing to set
+#endif
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
