@@ -35,7 +35,7 @@ ifeq ($(CUDA),1)
   CFLAGS  += -DGDN_CUDA
   NVFLAGS += -DGDN_CUDA
   CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
-  LDLIBS  += -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lnccl -lstdc++
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lnccl -lstdc++
 else
   LIB_OBJ += $(BUILD)/cuda/stub.o
 endif
