@@ -1,8 +1,9 @@
 // lmhead_ce.cu: the tied lm head fused with cross-entropy (spec model.md §2.1 steps 4-5), in chunks of
 // rows so the [N, V] logits never exist whole. Per chunk of R rows:
-//   logits[R, V] = y_chunk . E^T               (cuBLASLt, act out: bf16 logits as FLA's lm_head gives)
+//   logits[R, V] = y_chunk . E^T               (cuBLASLt, fp32 out: a chunk's logits are kept in fp32, so the
+//                                               softmax does not see bf16-rounded logits)
 //   per row: max, sum exp, loss = lse - logit[target]; dlogits = (softmax - onehot) * loss_scale
-//            written over the logits in act dtype (ce_rows_kernel, one block per row)
+//            written in act dtype for the backward GEMMs (ce_rows_kernel, one block per row)
 //   dy_chunk = dlogits . E;  dE += dlogits^T . y_chunk (fp32, beta = 1)
 // Ignored targets (< 0) give loss 0 and a zero dlogits row. Targets >= V are reported (device error
 // record, checked at the next sync) and treated as ignored.
@@ -11,13 +12,15 @@
 #include "cuda/common.cuh"
 
 enum { CE_THREADS = 512 };
-static const size_t CE_CHUNK_BYTES = (size_t)1 << 30; // logits chunk budget (4096 rows at V = 128256, bf16)
+static const size_t CE_CHUNK_BYTES = (size_t)2 << 30; // fp32 logits chunk budget (4096 rows at V = 128256)
 
+// logits fp32 [rows, V] in; dlogits (act dtype, may alias the logits when act is fp32) out.
 template <typename T>
-__global__ void ce_rows_kernel(T *logits, int V, const int32_t *targets, float *losses, int want_grad, float loss_scale,
-                               int row0, CuDevError *err) {
+__global__ void ce_rows_kernel(const float *logits, T *dlogits, int V, const int32_t *targets, float *losses,
+                               int want_grad, float loss_scale, int row0, CuDevError *err) {
     const int r = blockIdx.x;
-    T *l = logits + (size_t)r * V;
+    const float *l = logits + (size_t)r * V;
+    T *dl = dlogits + (size_t)r * V;
     int tgt = targets[r];
     if (tgt >= V) {
         if (threadIdx.x == 0) dev_report(err, CU_ERR_TARGET_ID, row0 + r, tgt, V);
@@ -26,13 +29,13 @@ __global__ void ce_rows_kernel(T *logits, int V, const int32_t *targets, float *
     if (tgt < 0) {
         if (threadIdx.x == 0) losses[r] = 0.0f;
         if (want_grad)
-            for (int c = threadIdx.x; c < V; c += blockDim.x) l[c] = from_f<T>(0.0f);
+            for (int c = threadIdx.x; c < V; c += blockDim.x) dl[c] = from_f<T>(0.0f);
         return;
     }
     // Online max / sum of exp per thread, then combined across the block in a fixed order.
     float mx = -INFINITY, se = 0.0f;
     for (int c = threadIdx.x; c < V; c += blockDim.x) {
-        float x = to_f(l[c]);
+        float x = l[c];
         if (x > mx) {
             se = se * expf(mx - x) + 1.0f;
             mx = x;
@@ -42,15 +45,15 @@ __global__ void ce_rows_kernel(T *logits, int V, const int32_t *targets, float *
     }
     const float M = block_max(mx);
     const float S = block_sum(mx == -INFINITY ? 0.0f : se * expf(mx - M));
-    const float lt = to_f(l[tgt]); // read before the gradient overwrites the row
+    const float lt = l[tgt]; // read before the gradient may overwrite the row (fp32 mode aliases)
     if (threadIdx.x == 0) losses[r] = (M + logf(S)) - lt;
     if (!want_grad) return;
     __syncthreads(); // every thread has read l[tgt]
     const float inv = 1.0f / S;
     for (int c = threadIdx.x; c < V; c += blockDim.x) {
-        float p = expf(to_f(l[c]) - M) * inv * loss_scale;
+        float p = expf(l[c] - M) * inv * loss_scale;
         if (c == tgt) p -= loss_scale;
-        l[c] = from_f<T>(p);
+        dl[c] = from_f<T>(p);
     }
 }
 
@@ -60,27 +63,31 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
     CU_REQUIRE(losses && y && E && targets, "lmhead_ce", "NULL pointer (losses, y, E, targets)");
     CU_REQUIRE(N >= 0 && h > 0 && V > 0, "lmhead_ce", "bad shape N=%d h=%d V=%d", N, h, V);
     if (N == 0) return;
-    size_t rows_budget = CE_CHUNK_BYTES / ((size_t)V * sizeof(T));
+    size_t rows_budget = CE_CHUNK_BYTES / ((size_t)V * sizeof(float));
     int R = (int)(rows_budget < 1 ? 1 : rows_budget > 4096 ? 4096 : rows_budget);
     const char *force = getenv("GDN_CUDA_CE_ROWS"); // tests: force small chunks to cover the chunk loop
     if (force && atoi(force) > 0) R = atoi(force);
     if (R > N) R = N;
-    T *logits = (T *)cu_scratch((size_t)R * V * sizeof(T), "lmhead_ce logits");
+    float *logits = (float *)cu_scratch((size_t)R * V * sizeof(float), "lmhead_ce logits");
+    // fp32 act: the gradient overwrites the logits in place; bf16: a separate act buffer
+    T *dlogits = sizeof(T) == sizeof(float) ? (T *)logits
+                                            : (T *)cu_scratch((size_t)R * V * sizeof(T), "lmhead_ce dlogits");
     const T *ya = (const T *)y;
     for (int n0 = 0; n0 < N; n0 += R) {
         int rows = N - n0 < R ? N - n0 : R;
         cu_gemm("lmhead_ce logits", true, false, V, rows, h, E, h, ya + (size_t)n0 * h, h, logits, V, cu_dtype<T>(),
-                cu_dtype<T>(), 0.0f);
-        cu_launch("lmhead_ce softmax", ce_rows_kernel<T>, dim3(rows), dim3(CE_THREADS), 0, logits, V, targets + n0,
-                  losses + n0, dy ? 1 : 0, loss_scale, n0, g_cu.err_dev);
+                CUDA_R_32F, 0.0f);
+        cu_launch("lmhead_ce softmax", ce_rows_kernel<T>, dim3(rows), dim3(CE_THREADS), 0, (const float *)logits,
+                  dlogits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, n0, g_cu.err_dev);
         if (dy) {
-            cu_gemm("lmhead_ce dy", false, false, h, rows, V, E, h, logits, V, (T *)dy + (size_t)n0 * h, h,
+            cu_gemm("lmhead_ce dy", false, false, h, rows, V, E, h, dlogits, V, (T *)dy + (size_t)n0 * h, h,
                     cu_dtype<T>(), cu_dtype<T>(), 0.0f);
             if (dE)
-                cu_gemm("lmhead_ce dE", false, true, h, V, rows, ya + (size_t)n0 * h, h, logits, V, dE, h,
+                cu_gemm("lmhead_ce dE", false, true, h, V, rows, ya + (size_t)n0 * h, h, dlogits, V, dE, h,
                         cu_dtype<T>(), CUDA_R_32F, 1.0f);
         }
     }
+    if ((void *)dlogits != (void *)logits) cu_scratch_free(dlogits);
     cu_scratch_free(logits);
 }
 

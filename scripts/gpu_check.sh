@@ -27,7 +27,7 @@ if has build; then
   stage build make -j"$(nproc)" "${MK[@]}" all gpu-tests
 fi
 if has ops; then
-  stage ops build/gpu_tests/test_cuda_ops
+  stage ops build/gpu_tests/test_cuda_ops ${OPS_ARGS:-}
   stage ops_bench build/gpu_tests/test_cuda_ops --bench
 fi
 if has model; then
