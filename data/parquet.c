@@ -21,29 +21,9 @@
 #include <unistd.h>
 
 #include "data/pq_encoding.h"
+#include "data/pq_format.h"
 #include "data/pq_thrift.h"
 #include "util/common.h"
-
-// parquet.thrift enums used here.
-enum { PT_BOOLEAN, PT_INT32, PT_INT64, PT_INT96, PT_FLOAT, PT_DOUBLE, PT_BYTE_ARRAY, PT_FIXED_LEN_BYTE_ARRAY };
-enum { REP_REQUIRED = 0, REP_OPTIONAL = 1, REP_REPEATED = 2 };
-enum { PAGE_DATA = 0, PAGE_INDEX = 1, PAGE_DICTIONARY = 2, PAGE_DATA_V2 = 3 };
-enum {
-    ENC_PLAIN = 0, ENC_PLAIN_DICTIONARY = 2, ENC_RLE = 3, ENC_BIT_PACKED = 4, ENC_DELTA_BINARY_PACKED = 5,
-    ENC_DELTA_LENGTH_BYTE_ARRAY = 6, ENC_DELTA_BYTE_ARRAY = 7, ENC_RLE_DICTIONARY = 8, ENC_BYTE_STREAM_SPLIT = 9,
-};
-
-static const char *type_name(int t) {
-    static const char *names[] = {"BOOLEAN", "INT32", "INT64", "INT96", "FLOAT", "DOUBLE", "BYTE_ARRAY",
-                                  "FIXED_LEN_BYTE_ARRAY"};
-    return t >= 0 && t <= PT_FIXED_LEN_BYTE_ARRAY ? names[t] : "unknown";
-}
-static const char *encoding_name(int e) {
-    static const char *names[] = {"PLAIN", "GROUP_VAR_INT", "PLAIN_DICTIONARY", "RLE", "BIT_PACKED",
-                                  "DELTA_BINARY_PACKED", "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY",
-                                  "RLE_DICTIONARY", "BYTE_STREAM_SPLIT"};
-    return e >= 0 && e <= ENC_BYTE_STREAM_SPLIT ? names[e] : "unknown";
-}
 
 // A footer bigger than this is certainly corrupt: it holds per-row-group metadata, not data.
 #define MAX_FOOTER_BYTES (256u << 20)
@@ -61,14 +41,6 @@ typedef struct {
 typedef struct {
     uint32_t off, len; // a dictionary entry, within the dictionary buffer
 } DictEntry;
-
-typedef struct {
-    int type;
-    int32_t uncompressed_size, compressed_size;
-    int has_v1, has_v2, has_dict;
-    int32_t num_values, num_nulls, encoding, def_encoding, def_len, rep_len;
-    int is_compressed;
-} PageHeader;
 
 struct ParquetReader {
     char *path;
@@ -136,10 +108,6 @@ static int pread_full(int fd, void *buf, size_t n, int64_t off, char *err, size_
     return 0;
 }
 
-static uint32_t load_u32le(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 // Reports an error while streaming: "<path>: row group R, page at offset O: <message>", kept for later calls.
 __attribute__((format(printf, 4, 5)))
 static int stream_fail(ParquetReader *r, char *err, size_t errlen, const char *fmt, ...) {
@@ -163,32 +131,9 @@ static void thrift_describe(const ThriftReader *t, int64_t base, char *out, size
 // ---------------------------------------------------------------------------------------------------------
 // Footer: schema and row groups
 
-typedef struct {
-    const uint8_t *name;
-    size_t name_len;
-    int type, repetition; // -1 when absent
-    int32_t num_children; // -1 when absent (a leaf)
-} SchemaElem;
-
-static int parse_schema_elem(ThriftReader *t, SchemaElem *e) {
-    memset(e, 0, sizeof *e);
-    e->type = e->repetition = e->num_children = -1;
-    int16_t last = 0, id;
-    int ty;
-    while (thrift_field(t, &last, &id, &ty)) {
-        if (id == 1 && ty == TC_I32) e->type = thrift_i32(t);
-        else if (id == 3 && ty == TC_I32) e->repetition = thrift_i32(t);
-        else if (id == 4 && ty == TC_BINARY) e->name = thrift_binary(t, &e->name_len);
-        else if (id == 5 && ty == TC_I32) e->num_children = thrift_i32(t);
-        else thrift_skip(t, ty);
-    }
-    if (!t->status && e->num_children < -1) thrift_fail(t, TC_CORRUPT, "negative num_children in schema");
-    return t->status ? -1 : 0;
-}
-
 // Index just past the subtree rooted at element i of the flattened schema; counts its leaves. -1 if the
 // children run past the end of the list or nest absurdly deep.
-static int64_t subtree_end(const SchemaElem *e, int64_t n, int64_t i, int depth, int64_t *leaves) {
+static int64_t subtree_end(const PqSchemaElem *e, int64_t n, int64_t i, int depth, int64_t *leaves) {
     if (i >= n || depth > 64) return -1;
     if (e[i].num_children < 0) {
         (*leaves)++;
@@ -291,7 +236,7 @@ static int parse_row_groups(ParquetReader *r, ThriftReader *t, int64_t leaf, int
                            (int)(m.file_path_len > 200 ? 200 : m.file_path_len), (const char *)m.file_path);
         if (!m.has_meta) return set_err(err, errlen, "%s: column chunk has no metadata (encrypted file?)", where);
         if (m.type != PT_BYTE_ARRAY)
-            return set_err(err, errlen, "%s: chunk has physical type %s, expected BYTE_ARRAY", where, type_name(m.type));
+            return set_err(err, errlen, "%s: chunk has physical type %s, expected BYTE_ARRAY", where, pq_type_name(m.type));
         if (!m.path_ok) return set_err(err, errlen, "%s: chunk's path_in_schema does not name the column", where);
         if (!pq_codec_supported(m.codec))
             return set_err(err, errlen, "%s: codec %s (%d) is not supported (supported: UNCOMPRESSED, SNAPPY, GZIP, ZSTD)",
@@ -322,7 +267,7 @@ static int parse_footer(ParquetReader *r, const uint8_t *buf, size_t n, int64_t 
                         char *err, size_t errlen) {
     ThriftReader t;
     thrift_init(&t, buf, n);
-    SchemaElem *schema = NULL;
+    PqSchemaElem *schema = NULL;
     int64_t n_schema = 0, rows = -1;
     size_t row_groups_at = SIZE_MAX; // offset of the row-group list: parsed once the schema is known
     int16_t last = 0, id;
@@ -335,7 +280,7 @@ static int parse_footer(ParquetReader *r, const uint8_t *buf, size_t n, int64_t 
             free(schema);
             schema = xcalloc((size_t)(n_schema ? n_schema : 1), sizeof *schema);
             for (int64_t i = 0; i < n_schema; i++)
-                if (parse_schema_elem(&t, &schema[i])) break;
+                if (pq_parse_schema_elem(&t, &schema[i])) break;
         } else if (id == 3 && ty == TC_I64) {
             rows = thrift_i64(&t);
         } else if (id == 4 && ty == TC_LIST) {
@@ -368,7 +313,7 @@ static int parse_footer(ParquetReader *r, const uint8_t *buf, size_t n, int64_t 
     Buf names = {0};
     int32_t c;
     for (c = 0; c < schema[0].num_children && i < n_schema; c++) {
-        const SchemaElem *e = &schema[i];
+        const PqSchemaElem *e = &schema[i];
         if (e->name && e->name_len == strlen(column) && !memcmp(e->name, column, e->name_len)) {
             found = i;
             found_leaf = leaves;
@@ -394,7 +339,7 @@ static int parse_footer(ParquetReader *r, const uint8_t *buf, size_t n, int64_t 
         set_err(err, errlen, "%s: column '%s' is repeated (a list), not a single string per row", r->path, column);
     } else if (schema[found].type != PT_BYTE_ARRAY) {
         set_err(err, errlen, "%s: column '%s' has physical type %s, expected BYTE_ARRAY (a string column)", r->path,
-                column, type_name(schema[found].type));
+                column, pq_type_name(schema[found].type));
     } else {
         r->max_def = schema[found].repetition == REP_OPTIONAL ? 1 : 0;
         ThriftReader rg;
@@ -447,7 +392,7 @@ ParquetReader *parquet_open(const char *path, const char *column, char *err, siz
                 (long long)r->file_size - 4);
         goto fail;
     }
-    uint32_t footer_len = load_u32le(tail);
+    uint32_t footer_len = pq_load_u32le(tail);
     if (footer_len > (uint64_t)r->file_size - 12 || footer_len > MAX_FOOTER_BYTES) {
         set_err(err, errlen, "%s: footer length %u (at offset %lld) does not fit in the %lld-byte file", path, footer_len,
                 (long long)r->file_size - 8, (long long)r->file_size);
@@ -492,40 +437,8 @@ void parquet_close(ParquetReader *r) {
 // ---------------------------------------------------------------------------------------------------------
 // Pages
 
-static void parse_page_header(ThriftReader *t, PageHeader *h) {
-    memset(h, 0, sizeof *h);
-    h->type = h->uncompressed_size = h->compressed_size = -1;
-    h->is_compressed = 1;
-    int16_t last = 0, id;
-    int ty;
-    while (thrift_field(t, &last, &id, &ty)) {
-        if (id == 1 && ty == TC_I32) h->type = thrift_i32(t);
-        else if (id == 2 && ty == TC_I32) h->uncompressed_size = thrift_i32(t);
-        else if (id == 3 && ty == TC_I32) h->compressed_size = thrift_i32(t);
-        else if ((id == 5 || id == 7 || id == 8) && ty == TC_STRUCT) {
-            int16_t l2 = 0, f;
-            int t2;
-            if (id == 5) h->has_v1 = 1;
-            if (id == 7) h->has_dict = 1;
-            if (id == 8) h->has_v2 = 1;
-            while (thrift_field(t, &l2, &f, &t2)) {
-                if (f == 1 && t2 == TC_I32) h->num_values = thrift_i32(t);
-                else if (id == 5 && f == 2 && t2 == TC_I32) h->encoding = thrift_i32(t);
-                else if (id == 5 && f == 3 && t2 == TC_I32) h->def_encoding = thrift_i32(t);
-                else if (id == 7 && f == 2 && t2 == TC_I32) h->encoding = thrift_i32(t);
-                else if (id == 8 && f == 2 && t2 == TC_I32) h->num_nulls = thrift_i32(t);
-                else if (id == 8 && f == 4 && t2 == TC_I32) h->encoding = thrift_i32(t);
-                else if (id == 8 && f == 5 && t2 == TC_I32) h->def_len = thrift_i32(t);
-                else if (id == 8 && f == 6 && t2 == TC_I32) h->rep_len = thrift_i32(t);
-                else if (id == 8 && f == 7 && (t2 == TC_TRUE || t2 == TC_FALSE)) h->is_compressed = thrift_bool(t, t2);
-                else thrift_skip(t, t2);
-            }
-        } else thrift_skip(t, ty);
-    }
-}
-
 // Reads the page header at r->pos. Returns its length in bytes, or -1.
-static int64_t read_page_header(ParquetReader *r, PageHeader *h, int64_t chunk_end, char *err, size_t errlen) {
+static int64_t read_page_header(ParquetReader *r, PqPageHeader *h, int64_t chunk_end, char *err, size_t errlen) {
     int64_t avail = chunk_end - r->pos;
     size_t win = avail < PAGE_HEADER_WINDOW ? (size_t)avail : PAGE_HEADER_WINDOW;
     char e[ERR_LEN];
@@ -534,7 +447,7 @@ static int64_t read_page_header(ParquetReader *r, PageHeader *h, int64_t chunk_e
         if (pread_full(r->fd, r->hdr, win, r->pos, e, sizeof e)) return stream_fail(r, err, errlen, "page header: %s", e);
         ThriftReader t;
         thrift_init(&t, r->hdr, win);
-        parse_page_header(&t, h);
+        pq_parse_page_header(&t, h);
         if (!t.status) {
             int64_t len = (int64_t)thrift_pos(&t);
             if (h->type < 0 || h->uncompressed_size < 0 || h->compressed_size < 0)
@@ -556,7 +469,7 @@ static int64_t read_page_header(ParquetReader *r, PageHeader *h, int64_t chunk_e
 }
 
 // Reads the body of the page at r->pos (header of hdr_len bytes) into r->raw.
-static int read_page_body(ParquetReader *r, const PageHeader *h, int64_t hdr_len, char *err, size_t errlen) {
+static int read_page_body(ParquetReader *r, const PqPageHeader *h, int64_t hdr_len, char *err, size_t errlen) {
     char e[ERR_LEN];
     if (grow(&r->raw, &r->raw_cap, (size_t)h->compressed_size))
         return stream_fail(r, err, errlen, "out of memory for a %d-byte page", h->compressed_size);
@@ -575,11 +488,11 @@ static int decompress_into(ParquetReader *r, int codec, const uint8_t *src, size
     return 0;
 }
 
-static int load_dictionary(ParquetReader *r, const PageHeader *h, int codec, char *err, size_t errlen) {
+static int load_dictionary(ParquetReader *r, const PqPageHeader *h, int codec, char *err, size_t errlen) {
     if (r->has_dict) return stream_fail(r, err, errlen, "second dictionary page in one column chunk");
     if (r->chunk_values > 0) return stream_fail(r, err, errlen, "dictionary page after data pages");
     if (h->encoding != ENC_PLAIN && h->encoding != ENC_PLAIN_DICTIONARY)
-        return stream_fail(r, err, errlen, "dictionary page with encoding %s, expected PLAIN", encoding_name(h->encoding));
+        return stream_fail(r, err, errlen, "dictionary page with encoding %s, expected PLAIN", pq_encoding_name(h->encoding));
     size_t n = (size_t)h->uncompressed_size;
     if (decompress_into(r, codec, r->raw, (size_t)h->compressed_size, &r->dict, &r->dict_cap, n, err, errlen)) return -1;
     if (h->num_values < 0 || (size_t)h->num_values > n / 4)
@@ -592,7 +505,7 @@ static int load_dictionary(ParquetReader *r, const PageHeader *h, int codec, cha
     size_t off = 0;
     for (int32_t i = 0; i < h->num_values; i++) {
         if (n - off < 4) return stream_fail(r, err, errlen, "dictionary entry %d: length truncated", i);
-        uint32_t len = load_u32le(r->dict + off);
+        uint32_t len = pq_load_u32le(r->dict + off);
         off += 4;
         if (len > n - off)
             return stream_fail(r, err, errlen, "dictionary entry %d: %u bytes, only %zu left in the page", i, len, n - off);
@@ -615,7 +528,7 @@ static int start_values(ParquetReader *r, int encoding, int32_t num_values, cons
     case ENC_PLAIN: return 0;
     case ENC_PLAIN_DICTIONARY:
     case ENC_RLE_DICTIONARY:
-        if (!r->has_dict) return stream_fail(r, err, errlen, "%s page but the column chunk has no dictionary page", encoding_name(encoding));
+        if (!r->has_dict) return stream_fail(r, err, errlen, "%s page but the column chunk has no dictionary page", pq_encoding_name(encoding));
         if (n < 1) {
             if (num_values > 0 && !r->has_defs) return stream_fail(r, err, errlen, "dictionary indices missing");
             pq_hybrid_init(&r->indices, vals, 0, 0);
@@ -644,11 +557,11 @@ static int start_values(ParquetReader *r, int encoding, int32_t num_values, cons
     }
     default:
         return stream_fail(r, err, errlen, "value encoding %s (%d) is not supported for a string column",
-                           encoding_name(encoding), encoding);
+                           pq_encoding_name(encoding), encoding);
     }
 }
 
-static int start_data_page_v1(ParquetReader *r, const PageHeader *h, int codec, char *err, size_t errlen) {
+static int start_data_page_v1(ParquetReader *r, const PqPageHeader *h, int codec, char *err, size_t errlen) {
     if (!h->has_v1) return stream_fail(r, err, errlen, "DATA_PAGE without its data_page_header");
     const uint8_t *p;
     size_t n = (size_t)h->uncompressed_size;
@@ -665,7 +578,7 @@ static int start_data_page_v1(ParquetReader *r, const PageHeader *h, int codec, 
         if (h->def_encoding == ENC_RLE) {
             // v1 RLE levels are prefixed with their byte length (u32 little endian).
             if (n < 4) return stream_fail(r, err, errlen, "definition levels truncated");
-            uint32_t len = load_u32le(p);
+            uint32_t len = pq_load_u32le(p);
             if (len > n - 4)
                 return stream_fail(r, err, errlen, "definition levels of %u bytes, only %zu in the page", len, n - 4);
             pq_hybrid_init(&r->defs, p + 4, len, 1);
@@ -678,7 +591,7 @@ static int start_data_page_v1(ParquetReader *r, const PageHeader *h, int codec, 
             p += len;
             n -= len;
         } else {
-            return stream_fail(r, err, errlen, "definition level encoding %s is not supported", encoding_name(h->def_encoding));
+            return stream_fail(r, err, errlen, "definition level encoding %s is not supported", pq_encoding_name(h->def_encoding));
         }
         r->has_defs = 1;
     }
@@ -686,7 +599,7 @@ static int start_data_page_v1(ParquetReader *r, const PageHeader *h, int codec, 
     return start_values(r, h->encoding, h->num_values, p, n, err, errlen);
 }
 
-static int start_data_page_v2(ParquetReader *r, const PageHeader *h, int codec, char *err, size_t errlen) {
+static int start_data_page_v2(ParquetReader *r, const PqPageHeader *h, int codec, char *err, size_t errlen) {
     if (!h->has_v2) return stream_fail(r, err, errlen, "DATA_PAGE_V2 without its data_page_header_v2");
     if (h->def_len < 0 || h->rep_len < 0 || (int64_t)h->def_len + h->rep_len > h->compressed_size ||
         (int64_t)h->def_len + h->rep_len > h->uncompressed_size)
@@ -737,7 +650,7 @@ static int next_data_page(ParquetReader *r, char *err, size_t errlen) {
         if (r->pos >= c->end)
             return stream_fail(r, err, errlen, "column chunk ends after %lld values, its metadata says %lld",
                                (long long)r->chunk_values, (long long)c->num_values);
-        PageHeader h;
+        PqPageHeader h;
         int64_t hdr_len = read_page_header(r, &h, c->end, err, errlen);
         if (hdr_len < 0) return -1;
         int64_t next = r->pos + hdr_len + h.compressed_size;
@@ -795,7 +708,7 @@ int parquet_next(ParquetReader *r, const char **p, size_t *len, int *is_null, ch
     switch (r->encoding) {
     case ENC_PLAIN: {
         if (left < 4) return stream_fail(r, err, errlen, "PLAIN values end early (value length truncated)");
-        uint32_t n = load_u32le(r->vp);
+        uint32_t n = pq_load_u32le(r->vp);
         if (n > left - 4) return stream_fail(r, err, errlen, "PLAIN value of %u bytes, only %zu left in the page", n, left - 4);
         *p = (const char *)r->vp + 4;
         *len = n;

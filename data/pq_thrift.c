@@ -56,6 +56,12 @@ int32_t thrift_i32(ThriftReader *t) {
     return (int32_t)v;
 }
 
+int8_t thrift_byte(ThriftReader *t) {
+    uint8_t b = 0;
+    read_byte(t, &b);
+    return (int8_t)b;
+}
+
 int thrift_bool(ThriftReader *t, int type) {
     if (type != TC_TRUE && type != TC_FALSE) thrift_fail(t, TC_CORRUPT, "expected a bool field");
     return type == TC_TRUE;

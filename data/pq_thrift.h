@@ -32,6 +32,7 @@ int thrift_field(ThriftReader *t, int16_t *last_id, int16_t *id, int *type);
 int thrift_bool(ThriftReader *t, int type);
 int64_t thrift_i64(ThriftReader *t);   // zigzag varint (i16, i32 and i64 share the encoding)
 int32_t thrift_i32(ThriftReader *t);   // as thrift_i64, checked to fit 32 bits
+int8_t thrift_byte(ThriftReader *t);   // a byte is stored raw, not as a varint
 const uint8_t *thrift_binary(ThriftReader *t, size_t *len); // points into the buffer
 // List/set header: element type and count; the count is checked against the bytes left (each element
 // takes at least one byte), so callers may allocate `count` entries safely.

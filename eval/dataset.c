@@ -2,7 +2,8 @@
 // Accepted layouts mirror the HF hub: DIR/<repo>/<config>/<split>-*.parquet (the hub's Parquet layout),
 // the same with .jsonl, <split>.jsonl / .json, and <config>/<split>/*.parquet (the refs/convert/parquet
 // branch); single-config datasets also under data/ or directly in the repo folder. JSON files hold JSON
-// Lines or one array of row objects. Parquet is read through a hook (eval.c) that supports string columns.
+// Lines or one array of row objects. Parquet is read through a hook (eval.c) that renders each row as the
+// JSON object a JSON Lines export of the same file would hold.
 #include <glob.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,16 +160,14 @@ int eval_rows_load(EvalRows *r, char **files, int nfiles, EvalParquetFn pq, cons
         r->files[f] = xstrdup(files[f]);
         r->nfiles = f + 1;
         if (has_suffix(files[f], ".parquet")) {
-            if (!pq || !columns) {
+            if (!pq) {
                 return set_err(err, errlen,
-                               "%s: %s; convert it to JSON Lines once, e.g. python3 -c \"import pandas as pd; "
+                               "%s: Parquet is not supported by this build; convert it to JSON Lines once, e.g. "
+                               "python3 -c \"import pandas as pd; "
                                "pd.read_parquet('%s').to_json('%.*sjsonl', orient='records', lines=True)\"",
-                               files[f],
-                               !pq ? "Parquet is not supported by this build"
-                                   : "this task's rows have list/struct columns, which the Parquet reader does "
-                                     "not read",
-                               files[f], (int)(strlen(files[f]) - strlen("parquet")), files[f]);
+                               files[f], files[f], (int)(strlen(files[f]) - strlen("parquet")), files[f]);
             }
+            // columns NULL: the task names no columns, so every column is read (lists and structs too).
             cJSON **got = NULL;
             int ngot = 0;
             if (pq(files[f], columns, ncolumns, &got, &ngot, err, errlen) < 0) return -1;

@@ -1,6 +1,7 @@
 // eval.c: `gdn eval` with the product's hooks: the HF tokenizer (data/tokenizer.h), the Parquet reader
-// (data/parquet.h, string columns read in lockstep, one reader per column) and the model scorer
+// (data/parquet.h's table reader: whole rows, list and struct columns included) and the model scorer
 // (eval/scorer_model.h, provided by the model side). The pipeline itself is eval_main (run.c).
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,65 +38,28 @@ int eval_open_hf_tokenizer(const char *path, EvalTokenizer *out, char *err, size
     return 0;
 }
 
-int eval_read_parquet_strings(const char *path, const char *const *columns, int ncolumns, cJSON ***rows, int *n,
+// Parquet rows through the table reader (data/parquet.h): the named columns, or every column when columns is
+// NULL (the tasks whose rows hold lists and structs: arc, hellaswag, openbookqa, piqa, mmlu). Each row is an
+// object shaped like the JSON Lines export of the same data. (The name is older than list/struct support.)
+int eval_read_parquet(const char *path, const char *const *columns, int ncolumns, cJSON ***rows, int *n,
                               char *err, size_t errlen) {
-    ParquetReader **r = xcalloc((size_t)ncolumns, sizeof *r);
-    int rc = -1;
     *rows = NULL;
     *n = 0;
-    int64_t nrows = -1;
-    for (int c = 0; c < ncolumns; c++) {
-        r[c] = parquet_open(path, columns[c], err, errlen);
-        if (!r[c]) goto done;
-        int64_t k = parquet_num_rows(r[c]);
-        if (nrows >= 0 && k != nrows) {
-            set_err(err, errlen, "%s: column '%s' has %lld rows, '%s' has %lld", path, columns[c], (long long)k,
-                    columns[0], (long long)nrows);
-            goto done;
-        }
-        nrows = k;
+    ParquetTable *t = parquet_read_table(path, columns, ncolumns, err, errlen);
+    if (!t) return -1;
+    int64_t nrows = parquet_table_num_rows(t);
+    if (nrows >= INT_MAX) {
+        parquet_table_free(t);
+        return set_err(err, errlen, "%s: %lld rows: more than a task file can have", path, (long long)nrows);
     }
     *rows = xcalloc((size_t)nrows + 1, sizeof **rows);
-    for (int64_t i = 0; i < nrows; i++) {
-        cJSON *o = cJSON_CreateObject();
-        (*rows)[(*n)++] = o;
-        for (int c = 0; c < ncolumns; c++) {
-            const char *p;
-            size_t len;
-            int is_null = 0;
-            int got = parquet_next(r[c], &p, &len, &is_null, err, errlen);
-            if (got < 0) goto done;
-            if (got == 0) {
-                set_err(err, errlen, "%s: column '%s' ended at row %lld of %lld", path, columns[c], (long long)i + 1,
-                        (long long)nrows);
-                goto done;
-            }
-            if (is_null) {
-                cJSON_AddNullToObject(o, columns[c]);
-            } else {
-                char *s = xmalloc(len + 1);
-                memcpy(s, p, len);
-                s[len] = 0;
-                cJSON_AddStringToObject(o, columns[c], s);
-                free(s);
-            }
-        }
-    }
-    rc = 0;
-done:
-    for (int c = 0; c < ncolumns; c++)
-        if (r[c]) parquet_close(r[c]);
-    free(r);
-    if (rc < 0) {
-        for (int i = 0; i < *n; i++) cJSON_Delete((*rows)[i]);
-        free(*rows);
-        *rows = NULL;
-        *n = 0;
-    }
-    return rc;
+    for (int64_t i = 0; i < nrows; i++) (*rows)[i] = parquet_table_take_row(t, i);
+    *n = (int)nrows;
+    parquet_table_free(t);
+    return 0;
 }
 
 int cmd_eval(int argc, char **argv) {
-    EvalHooks hooks = {eval_open_hf_tokenizer, eval_open_scorer, eval_read_parquet_strings};
+    EvalHooks hooks = {eval_open_hf_tokenizer, eval_open_scorer, eval_read_parquet};
     return eval_main(argc, argv, &hooks);
 }

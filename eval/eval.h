@@ -61,7 +61,7 @@ typedef struct {
     int *file_lines;  // [nfiles] 1 if that file's rows are numbered by line
 } EvalRows;
 
-// Reads the string columns `columns` of one Parquet file into row objects (appends to *rows/*n).
+// Reads the columns `columns` (all when NULL) of one Parquet file into row objects (appends to *rows/*n).
 // Provided by eval.c over data/parquet.h; NULL in builds/tests without Parquet.
 typedef int (*EvalParquetFn)(const char *path, const char *const *columns, int ncolumns, cJSON ***rows,
                              int *n, char *err, size_t errlen);
@@ -292,9 +292,9 @@ typedef struct {
 int eval_main(int argc, char **argv, const EvalHooks *hooks);
 
 // eval.c: the product's hooks. The HF tokenizer (data/tokenizer.h; kept open for the process) and the
-// Parquet rows of string columns (data/parquet.h, one reader per column, read in lockstep).
+// Parquet rows (data/parquet.h table reader): any supported column type, rendered as JSON values.
 int eval_open_hf_tokenizer(const char *path, EvalTokenizer *out, char *err, size_t errlen);
-int eval_read_parquet_strings(const char *path, const char *const *columns, int ncolumns, cJSON ***rows, int *n,
+int eval_read_parquet(const char *path, const char *const *columns, int ncolumns, cJSON ***rows, int *n,
                               char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -55,8 +55,7 @@ static void usage(FILE *f) {
             "  mmlu_<subject>          cais/mmlu  <subject>                       test (+ dev for k-shot)\n"
             "  lambada_openai          EleutherAI/lambada_openai  default         test (or data/lambada_test.jsonl)\n"
             "  wikitext                EleutherAI/wikitext_document_level  wikitext-2-raw-v1  test\n"
-            "Parquet is read for tasks whose columns are all strings (winogrande, race, lambada_openai, wikitext);\n"
-            "the others need JSON Lines (e.g. pandas.read_parquet(f).to_json(out, orient='records', lines=True)).\n");
+            "Every task is read from Parquet as the hub ships it (lists, structs, integers) or from JSON Lines.\n");
 }
 
 typedef struct {

@@ -579,7 +579,7 @@ int eval_task_load(EvalTask *t, const EvalTaskDef *def, const char *data_dir, in
         return set_err(err, errlen,
                        "%s: no %s split found under %s; get it from %s, split %s, as %s (looked for %s)", def->name,
                        def->split, data_dir, hf_hint(def, hint, sizeof hint), def->split,
-                       def->parquet_columns ? "Parquet or JSON Lines" : "JSON Lines (its Parquet has list columns)",
+                       "Parquet or JSON Lines",
                        looked);
     const char *cols[8];
     int ncols = 0;

@@ -27,7 +27,7 @@ static int same_str(const char *a, const char *b) { return (!a && !b) || (a && b
 static int compare(const char *jdir, const char *pdir, const char *list) {
     EvalTask *a, *b;
     int n = load_all(jdir, list, NULL, &a);
-    load_all(pdir, list, eval_read_parquet_strings, &b);
+    load_all(pdir, list, eval_read_parquet, &b);
     int bad = 0;
     for (int i = 0; i < n; i++) {
         const char *f = b[i].rows.files[0];
