@@ -264,3 +264,10 @@ extern "C" const Backend *backend_cuda(int precision_bf16, char *err, size_t err
         }
     return b;
 }
+
+// Device memory in use now (allocations, the stream-ordered pool and the context), for `gdn bench`.
+extern "C" size_t cuda_used_bytes(void) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+    return total_b - free_b;
+}

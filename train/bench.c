@@ -8,8 +8,8 @@
 #include "../util/common.h"
 #include "train.h"
 
-// Peak device memory on CUDA (cuda/backend.cu); weak so CPU builds link.
-__attribute__((weak)) size_t cuda_peak_bytes(void);
+// Device memory in use on CUDA (cuda/backend.cu), read before the model is freed; weak so CPU builds link.
+__attribute__((weak)) size_t cuda_used_bytes(void);
 
 int cmd_bench(int argc, char **argv) {
     if (arg_is_help(argc, argv)) {
@@ -67,7 +67,7 @@ int cmd_bench(int argc, char **argv) {
            "%.2f TFLOP/s (Megatron basis), %.2f TFLOP/s (GDN count), host peak RSS %.2f GiB",
            count, be->name, be->act_bytes == 2 ? "bf16" : "fp32", B, T, ms, tok,
            flops_per_token_megatron(&c) * tok / 1e12, flops_per_token_gdn(&c) * tok / 1e12, ru.ru_maxrss / 1048576.0);
-    if (cuda_peak_bytes && strcmp(be->name, "cpu")) printf(", device peak %.2f GiB", cuda_peak_bytes() / 1073741824.0);
+    if (cuda_used_bytes && strcmp(be->name, "cpu")) printf(", device memory in use %.2f GiB", cuda_used_bytes() / 1073741824.0);
     printf("\n");
     free(ids); free(tgt);
     model_free(m);
