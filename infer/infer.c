@@ -66,17 +66,36 @@ int32_t sample_next(float *logits, int V, const SamplerCfg *sc, const int32_t *s
             if (!dup) *l = *l > 0 ? *l / sc->repetition_penalty : *l * sc->repetition_penalty;
         }
     if (sc->greedy || sc->temperature <= 0) return argmax_logit(logits, V);
-    Cand *c = xmalloc((size_t)V * sizeof *c);
     float mx = logits[argmax_logit(logits, V)];
-    double sum = 0;
-    for (int v = 0; v < V; v++) {
-        c[v].id = v;
-        c[v].p = expf((logits[v] - mx) / sc->temperature);
-        sum += c[v].p;
-    }
-    qsort(c, (size_t)V, sizeof *c, cand_desc);
     int n = V;
-    if (sc->top_k > 0 && sc->top_k < n) n = sc->top_k;
+    Cand *c = xmalloc((size_t)V * sizeof *c);
+    if (sc->top_k > 0 && sc->top_k < V) { // keep the k largest with a min-heap (ties: lower id kept)
+        n = sc->top_k;
+        int hn = 0;
+        for (int v = 0; v < V; v++) {
+            Cand x = {logits[v], v};
+            if (hn < n) { // sift up
+                int i = hn++;
+                c[i] = x;
+                while (i > 0 && cand_desc(&c[(i - 1) / 2], &c[i]) < 0) {
+                    Cand t = c[i]; c[i] = c[(i - 1) / 2]; c[(i - 1) / 2] = t; i = (i - 1) / 2;
+                }
+            } else if (cand_desc(&x, &c[0]) < 0) { // better than the worst kept: replace the root, sift down
+                c[0] = x;
+                for (int i = 0;;) {
+                    int l = 2 * i + 1, r = l + 1, w = i;
+                    if (l < n && cand_desc(&c[l], &c[w]) > 0) w = l;
+                    if (r < n && cand_desc(&c[r], &c[w]) > 0) w = r;
+                    if (w == i) break;
+                    Cand t = c[i]; c[i] = c[w]; c[w] = t; i = w;
+                }
+            }
+        }
+    } else {
+        for (int v = 0; v < V; v++) { c[v].p = logits[v]; c[v].id = v; }
+    }
+    for (int i = 0; i < n; i++) c[i].p = expf((c[i].p - mx) / sc->temperature);
+    if (sc->top_p < 1.0f || n < V) qsort(c, (size_t)n, sizeof *c, cand_desc); // full vocabulary unsorted is fine
     double kept = 0;
     for (int i = 0; i < n; i++) kept += c[i].p;
     if (sc->top_p < 1.0f) { // smallest prefix whose probability reaches top_p (at least one token)
@@ -86,7 +105,6 @@ int32_t sample_next(float *logits, int V, const SamplerCfg *sc, const int32_t *s
         n = keep;
         kept = acc;
     }
-    (void)sum;
     double u = (next_u64(rng) >> 11) * 0x1.0p-53 * kept, acc = 0;
     int32_t pick = c[n - 1].id;
     for (int i = 0; i < n; i++) {

@@ -141,6 +141,7 @@ void model_free(Model *m) {
     be->free(m->params);
     if (m->grads) { be->free(m->grads); be->free(m->adam_m); be->free(m->adam_v); }
     be->free(m->scalars);
+    if (m->logits_buf) be->free(m->logits_buf);
     params_layout_free(&m->lay);
     free(m);
 }
@@ -264,14 +265,14 @@ void model_token_losses(Model *m, const int32_t *targets, float *losses) {
 
 void model_logits(Model *m, int row0, int nrows, float *out) {
     const int chunk = 64;
-    float *dev = m->be->alloc((size_t)chunk * m->d.V * sizeof(float));
+    if (!m->logits_buf) m->logits_buf = m->be->alloc((size_t)chunk * m->d.V * sizeof(float));
+    float *dev = m->logits_buf;
     for (int r = 0; r < nrows; r += chunk) {
         int n = nrows - r < chunk ? nrows - r : chunk;
         m->be->lmhead_logits(dev, A(m, m->y_final, (size_t)(row0 + r) * m->d.h), WA(m, m->lay.embeddings), n, m->d.h,
                              m->d.V);
         m->be->memcpy_d2h(out + (size_t)r * m->d.V, dev, (size_t)n * m->d.V * sizeof(float));
     }
-    m->be->free(dev);
 }
 
 // ---------------------------------------------------------------------------------------------------

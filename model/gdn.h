@@ -49,6 +49,7 @@ typedef struct Model {
     void *dy, *ds0, *ds1, *dP, *dC, *dQK, *do_, *don, *dGU, *dH;
     float *dbeta, *dgamma;
     float *scalars;         // [64] backend scalars: loss slots, grad norm
+    float *logits_buf;      // [64, V] fp32 for model_logits, allocated on first use
     Backend ops;            // the backend's table; be points here (delta_rule may be swapped for the recurrent form)
 } Model;
 

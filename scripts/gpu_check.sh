@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # Logs go to build/gpu_out; when the device tool's $OUT is set, a tarball of them and the summary land there.
 RESULTS_DIR=${OUT:-}
 OUT=build/gpu_out; rm -rf "$OUT"; mkdir -p "$OUT"
-STAGES=${STAGES:-build ops model bench fla fla_train train300m}
+STAGES=${STAGES:-build ops model bench fla fla_train roundtrip decode train300m}
 export FLA_PATH=${FLA_PATH:-.fla} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 declare -A RESULT
 has() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -80,6 +80,45 @@ print(f'iteration-1 loss relative difference {e1:.2e} (tol 1e-3)')
 sys.exit(0 if e1 <= 1e-3 else 1)
 PY
 fi
+if has roundtrip; then # ours -> FLA: a gdn checkpoint exported to HF, loaded by FLA, gives gdn's logits
+  [ -d "$W/ckpt_init" ] || { mkdir -p "$W"; python3 scripts/fla_ref.py init "$W/hf_init" >/dev/null 2>&1; ./gdn convert --from-hf "$W/hf_init" --save "$W/ckpt_init" >/dev/null; }
+  stage train_short ./gdn train --config configs/gdn-300m.yaml --load "$W/ckpt_init" --finetune \
+      --train_data_path "$DATA" --data_order fla --micro_batch_size 16 --global_batch_size 16 --train_iters 10 \
+      --lr_warmup_iters 2 --log_interval 5 --device cuda --save "$W/ckpt_trained"
+  stage to_hf ./gdn convert --to-hf --load "$W/ckpt_trained" --output-dir "$W/hf_trained" --dtype fp32
+  python3 -c "import numpy as np; np.random.seed(2); np.random.randint(0,128256,200).astype('int32').tofile('$W/ids2.bin')"
+  stage fla_logits_ours python3 scripts/fla_ref.py logits "$W/hf_trained" "$W/ids2.bin" "$W/fla_logits2.npy"
+  stage gdn_logits_ours ./gdn logits --load "$W/ckpt_trained" --ids "$W/ids2.bin" --out "$W/gdn_logits2.f32" --device cuda --precision fp32
+  stage compare_roundtrip python3 - "$W" <<'PY'
+import sys, numpy as np
+w = sys.argv[1]
+ref = np.load(f'{w}/fla_logits2.npy').astype(np.float64)
+got = np.fromfile(f'{w}/gdn_logits2.f32', dtype=np.float32).astype(np.float64).reshape(ref.shape)
+ids = np.fromfile(f'{w}/ids2.bin', dtype=np.int32)
+def loss(l):
+    l = l[:-1]; m = l.max(1, keepdims=True)
+    return float((np.log(np.exp(l - m).sum(1)) + m[:, 0] - l[np.arange(len(l)), ids[1:]]).mean())
+cos = (ref * got).sum() / np.sqrt((ref * ref).sum() * (got * got).sum())
+rel = np.abs(ref - got).max() / np.abs(ref).max()
+print(f'gdn checkpoint -> HF -> FLA (fp32): cosine {cos:.8f} (>= 0.99999), max rel {rel:.2e} (<= 1e-4), '
+      f'loss FLA {loss(ref):.6f} gdn {loss(got):.6f}')
+sys.exit(0 if cos >= 0.99999 and rel <= 1e-4 and abs(loss(ref) - loss(got)) <= 1e-4 * abs(loss(ref)) else 1)
+PY
+fi
+if has decode; then # recurrent decoding speed of the 300M, and greedy CPU == CUDA on a tiny model
+  [ -d "$W/ckpt_init" ] || { mkdir -p "$W"; python3 scripts/fla_ref.py init "$W/hf_init" >/dev/null 2>&1; ./gdn convert --from-hf "$W/hf_init" --save "$W/ckpt_init" >/dev/null; }
+  TOK=.assets/llama3/tokenizer.json
+  for b in 1 16; do
+    stage decode_b$b ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" --prompt "The capital of France is" \
+        --max-new-tokens 200 --greedy --batch $b --device cuda --quiet
+  done
+  stage tiny_train ./gdn train --config configs/tiny.yaml --train_data_path "$DATA" --train_iters 30 --save "$W/tiny" --device cpu --log_interval 10
+  for d in "cpu fp32" "cuda fp32" "cuda bf16"; do set -- $d
+    stage greedy_$1_$2 ./gdn generate --load "$W/tiny" --tokenizer "$TOK" --prompt "The capital of France is" \
+        --max-new-tokens 40 --greedy --device $1 --precision $2
+  done
+  stage greedy_same bash -c "diff <(grep -v '^generate:' $OUT/greedy_cpu_fp32.log) <(grep -v '^generate:' $OUT/greedy_cuda_fp32.log) && echo 'greedy text: CPU == CUDA (fp32)'"
+fi
 if has train300m; then
   stage train300m ./gdn train --config configs/gdn-300m.yaml --train_data_path "$DATA" --data_order fla \
       --micro_batch_size 16 --global_batch_size 16 --train_iters "${TRAIN_STEPS:-50}" --lr_warmup_iters 5 \
@@ -95,13 +134,18 @@ finish() {
 {
 echo; echo "==================== summary ===================="
 printf "%-20s %s\n" stage result
-for k in build ops ops_bench model bench300m fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train gdn_train_parity compare_fla train300m; do
+for k in build ops ops_bench model bench300m fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train \
+         gdn_train_parity compare_fla train_short to_hf fla_logits_ours gdn_logits_ours compare_roundtrip decode_b1 decode_b16 \
+         tiny_train greedy_cpu_fp32 greedy_cuda_fp32 greedy_cuda_bf16 greedy_same train300m; do
   [ -n "${RESULT[$k]:-}" ] && printf "%-20s %s\n" "$k" "${RESULT[$k]}"
 done
 grep -h "fla_ms_per_step" "$OUT/fla_train.log" 2>/dev/null | tail -1
 grep -h "iteration-1 loss" "$OUT/compare_fla.log" 2>/dev/null
 grep -h "cosine" "$OUT/compare_logits.log" 2>/dev/null
 grep -h "^bench:" "$OUT/bench300m.log" 2>/dev/null
+grep -h "gdn checkpoint -> HF" "$OUT/compare_roundtrip.log" 2>/dev/null
+for b in 1 16; do grep -h "^generate:" "$OUT/decode_b$b.log" 2>/dev/null | sed "s/^/batch $b: /"; done
+grep -h "greedy text" "$OUT/greedy_same.log" 2>/dev/null
 grep -h "elapsed time per iteration" "$OUT/train300m.log" 2>/dev/null | tail -2 | sed 's/.*iteration  *\([0-9]*\)\/.*elapsed time per iteration (ms): \([0-9.]*\).*tokens\/s\/GPU): \([0-9.]*\).*lm loss: \([0-9.E+-]*\).*/gdn 300M iter \1: \2 ms\/iter, \3 tokens\/s, loss \4/'
 } | tee "$OUT/summary.txt"
 finish
