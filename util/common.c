@@ -148,16 +148,17 @@ double now_sec(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// The contents are always followed by a NUL (not counted in n), so b.p is a C string for text.
 void buf_put(Buf *b, const void *p, size_t n) {
-    if (!n) return;
-    if (b->n + n > b->cap) {
+    if (b->n + n + 1 > b->cap) {
         size_t c = b->cap ? b->cap : 256;
-        while (c < b->n + n) c *= 2;
+        while (c < b->n + n + 1) c *= 2;
         b->p = xrealloc(b->p, c);
         b->cap = c;
     }
-    memcpy(b->p + b->n, p, n);
+    if (n) memcpy(b->p + b->n, p, n);
     b->n += n;
+    b->p[b->n] = 0;
 }
 void buf_puts(Buf *b, const char *s) { buf_put(b, s, strlen(s)); }
 void buf_printf(Buf *b, const char *fmt, ...) {

@@ -40,7 +40,7 @@ int file_exists(const char *path);
 
 double now_sec(void); // monotonic clock in seconds
 
-// Growable byte buffer.
+// Growable byte buffer; b.p is NUL-terminated after any put (the NUL is not counted in n).
 typedef struct {
     char *p;
     size_t n, cap;
