@@ -22,7 +22,7 @@ NVFLAGS += -O3 -g -lineinfo -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -fopenmp,-Wal
            --expt-relaxed-constexpr
 
 ifeq ($(CUDA),auto)
-  CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
+  override CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
 endif
 
 BUILD := build
