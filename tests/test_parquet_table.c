@@ -25,17 +25,7 @@
 #include "data/pq_thrift.h"
 #include "util/common.h"
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        checks++;                                                           \
-        if (!(cond)) {                                                      \
-            failures++;                                                     \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-        }                                                                   \
-    } while (0)
+#include "check.h"
 
 static char *temp_file(const void *p, size_t n) {
     const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";

@@ -12,17 +12,7 @@
 
 #include "data/textin.h"
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                                                          \
-    do {                                                                                                          \
-        checks++;                                                                                                 \
-        if (!(cond)) {                                                                                            \
-            failures++;                                                                                           \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-            fprintf(stderr, __VA_ARGS__);                                                                         \
-            fputc('\n', stderr);                                                                                  \
-        }                                                                                                         \
-    } while (0)
+#include "check.h"
 
 static char tmpdir[256];
 

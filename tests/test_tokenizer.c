@@ -19,17 +19,7 @@
 #include "data/tokenizer.h"
 #include "util/common.h"
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        checks++;                                                                                                      \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-        }                                                                                                              \
-    } while (0)
+#include "check.h"
 
 // Section result: PASS unless a CHECK failed since the section started (f0).
 #define RESULT (failures == f0 ? "PASS" : "FAIL")

@@ -17,17 +17,7 @@
 #include "io/safetensors.h"
 #include "util/common.h"
 
-static int failures, checks;
-#define CHECK(cond, ...)                                         \
-    do {                                                         \
-        checks++;                                                \
-        if (!(cond)) {                                           \
-            failures++;                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                        \
-            fputc('\n', stderr);                                 \
-        }                                                        \
-    } while (0)
+#include "../check.h"
 
 static void small_config(Config *c) {
     config_defaults(c);
