@@ -1,13 +1,14 @@
-// delta_rule.cuh: what the chunked gated delta rule's forward (delta_rule_fwd.cu) and backward
-// (delta_rule_bwd.cu) share: the argument block, the scratch layouts, the 64-row block product and the
-// tile loader, and the forward launchers the backward reuses for its recomputation.
+// delta_rule.cuh: what the chunked gated delta rule's kernels share: the argument block, the scratch
+// layouts, the CUDA-core block product and tile loader (delta_rule_fwd.cu, delta_rule_bwd.cu), and the
+// tensor-core primitives (delta_rule_tc_fwd.cu, delta_rule_tc_bwd.cu; second half of this file).
 //
 // Algorithm: spec model.md §3 (chunk C = 64), the same decomposition as the CPU twin
 // (cpu/delta_rule_chunk.c). Work is per (chunk n, v head j, sequence b) except the two serial kernels
 // (state forward, dh backward), which are per (dv tile, v head, sequence) and walk the chunks in order.
-// All products are fp32 on CUDA cores (tensor cores are left for the speed issue): operands are staged
-// in shared memory as fp32 with an odd row stride (no bank conflicts for row or column access), and
-// 256 threads form a 16 x 16 grid, thread (tx, ty) owning output rows ty + 16 r and columns tx + 16 c.
+// Two implementations: bf16 mode with dk, dv <= 64 uses the tensor-core kernels (notes/cuda.md, "Speed");
+// the fp32 mode and larger heads use the CUDA-core kernels described here: fp32 products with operands
+// staged in shared memory as fp32 with an odd row stride (no bank conflicts for row or column access),
+// 256 threads forming a 16 x 16 grid, thread (tx, ty) owning output rows ty + 16 r and columns tx + 16 c.
 // Head dims are padded to DKP, DVP in {64, 128} with zeros, so dk, dv <= 128 and a multiple of 16.
 // Values are rounded to the act dtype where FLA stores bf16 (spec §2.7): Tm, W, U, V_new, h, the gated
 // Q K^T block, dV_local, dh, dV_new, dw (rnd<T> is the identity in the fp32 mode).
@@ -103,3 +104,248 @@ template <typename T> void dr_run_intra(const DrArgs &a);
 // state: serial over chunks; writes a.h (chunk-start states), a.vnew, and the final a.state if set.
 template <typename T> void dr_run_state(const DrArgs &a);
 void dr_check_dims(const char *op, int B, int T, int H, int HV, int dk, int dv);
+
+// =====================================================================================================
+// Tensor-core path (bf16 mode, dk and dv <= 64; delta_rule_tc_fwd.cu, delta_rule_tc_bwd.cu)
+//
+// bf16 mma.sync m16n8k16 with fp32 accumulation, operands from shared memory through ldmatrix, tiles
+// brought in by cp.async. 128 threads = 4 warps; in every per-chunk product warp w owns the 16 rows
+// 16w..16w+15 of the 64-row chunk (or of the dk rows of a state). Fragment layouts (PTX ISA, "Matrix
+// fragments for mma.m16n8k16"), lane = 4 g + t:
+//   A 16x16  a[0] = (g, 2t..2t+1)   a[1] = (g+8, 2t..2t+1)   a[2] = (g, 8+2t..)   a[3] = (g+8, 8+2t..)
+//   B 16x8   b[0] = (k 2t..2t+1, n g)                          b[1] = (k 8+2t.., n g)
+//   C 16x8   c[0], c[1] = (g, 2t), (g, 2t+1)                  c[2], c[3] = (g+8, 2t), (g+8, 2t+1)
+// so the accumulators of n-tiles 2s and 2s+1, rounded to bf16, are exactly the A fragment of k-step s
+// (acc_to_a): a chained product (S = Q K^T, then S V) never leaves registers, and row sums are sums over
+// the 4 lanes of a quad. Shared tiles are bf16 [rows][cols + 8]: the 16-byte pad puts the 8 rows of
+// each ldmatrix 8x8 matrix in 8 distinct bank groups.
+
+enum { TC_THREADS = 128, TC_LD = DR_C + 8, TC_TILE = DR_C * TC_LD };
+static_assert(TC_THREADS == 128, "the tensor-core kernels assume 4 warps of 16 rows each");
+
+__device__ __forceinline__ int tc_lane() { return (int)(threadIdx.x & 31); }
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
+           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
+}
+__device__ __forceinline__ float bf16_lo(uint32_t v) { return __bfloat162float(__ushort_as_bfloat16((unsigned short)(v & 0xffffu))); }
+__device__ __forceinline__ float bf16_hi(uint32_t v) { return __bfloat162float(__ushort_as_bfloat16((unsigned short)(v >> 16))); }
+__device__ __forceinline__ float rnd_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+__device__ __forceinline__ void tc_syncwarp() {
+#ifdef GDN_EMU
+    emu::syncwarp();
+#else
+    __syncwarp();
+#endif
+}
+
+// d += A B for one 16x8 tile (bf16 inputs, fp32 accumulators).
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#ifdef GDN_EMU
+    emu::mma_bf16_16816(d, a, b0, b1);
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// ldmatrix .x4: lane l gives the address of row l % 8 of 8x8 matrix l / 8; r[m] gets this lane's pair of
+// matrix m (row g, columns 2t, 2t+1; with .trans row 2t, 2t+1 of column g, i.e. of the transpose).
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16 *row_addr) {
+#ifdef GDN_EMU
+    emu::ldmatrix(r, 4, false, row_addr);
+#else
+    const unsigned s = (unsigned)__cvta_generic_to_shared(row_addr);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+#endif
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const bf16 *row_addr) {
+#ifdef GDN_EMU
+    emu::ldmatrix(r, 4, true, row_addr);
+#else
+    const unsigned s = (unsigned)__cvta_generic_to_shared(row_addr);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+#endif
+}
+
+// A fragment of rows r0..r0+15, k = k0..k0+15 of a matrix stored row-major [row][k] (ld elements).
+__device__ __forceinline__ void lda_rk(uint32_t (&a)[4], const bf16 *s, int ld, int r0, int k0) {
+    const int l = tc_lane();
+    ldsm_x4(a, s + (r0 + (l & 15)) * ld + k0 + ((l >> 4) << 3));
+}
+// The same A fragment when the matrix is stored transposed, [k][row] (A = S^T for a stored S).
+__device__ __forceinline__ void lda_kr(uint32_t (&a)[4], const bf16 *s, int ld, int r0, int k0) {
+    const int l = tc_lane();
+    ldsm_x4_t(a, s + (k0 + (l & 7) + ((l >> 4) << 3)) * ld + r0 + (((l >> 3) & 1) << 3));
+}
+// B fragments of two n-tiles (columns n0..n0+7 -> b[0], n0+8..n0+15 -> b[1]), k = k0..k0+15, for B stored
+// as [n][k] (B = S^T for a stored S, e.g. K^T from K) ...
+__device__ __forceinline__ void ldb_nk(uint32_t (&b)[2][2], const bf16 *s, int ld, int n0, int k0) {
+    const int l = tc_lane();
+    uint32_t r[4];
+    ldsm_x4(r, s + (n0 + (l & 7) + ((l >> 4) << 3)) * ld + k0 + (((l >> 3) & 1) << 3));
+    b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
+}
+// ... and for B stored row-major, [k][n].
+__device__ __forceinline__ void ldb_kn(uint32_t (&b)[2][2], const bf16 *s, int ld, int k0, int n0) {
+    const int l = tc_lane();
+    uint32_t r[4];
+    ldsm_x4_t(r, s + (k0 + (l & 7) + (((l >> 3) & 1) << 3)) * ld + n0 + ((l >> 4) << 3));
+    b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
+}
+
+// One k-step of a warp's 16 x 8NT product: acc[2p], acc[2p+1] += a * B(k0.., 16p..16p+15) for the pairs
+// p in [p_lo, p_hi) (a run-time range: causal masks skip whole tiles; register indices stay static).
+enum { B_NK, B_KN };
+// All of the step's B fragments are loaded before its first mma, so the ldmatrix latencies overlap (the
+// asm statements are volatile: the compiler does not reorder them itself).
+template <int BL, int NT>
+__device__ __forceinline__ void mma_row(float (&acc)[NT][4], const uint32_t (&a)[4], const bf16 *Bs, int ldb, int k0,
+                                        int p_lo, int p_hi) {
+    uint32_t b[NT / 2][2][2];
+#pragma unroll
+    for (int p = 0; p < NT / 2; p++) {
+        if (p < p_lo || p >= p_hi) continue;
+        if (BL == B_NK)
+            ldb_nk(b[p], Bs, ldb, 16 * p, k0);
+        else
+            ldb_kn(b[p], Bs, ldb, k0, 16 * p);
+    }
+#pragma unroll
+    for (int p = 0; p < NT / 2; p++) {
+        if (p < p_lo || p >= p_hi) continue;
+        mma16816(acc[2 * p], a, b[p][0][0], b[p][0][1]);
+        mma16816(acc[2 * p + 1], a, b[p][1][0], b[p][1][1]);
+    }
+}
+
+template <int NT> __device__ __forceinline__ void zero_tc(float (&acc)[NT][4]) {
+#pragma unroll
+    for (int x = 0; x < NT; x++) acc[x][0] = acc[x][1] = acc[x][2] = acc[x][3] = 0.0f;
+}
+// A fragments (bf16) of the 16 x 16KS block held in accumulators acc[2 KS][4].
+template <int KS> __device__ __forceinline__ void acc_to_a(uint32_t (&a)[KS][4], const float (&acc)[2 * KS][4]) {
+#pragma unroll
+    for (int s = 0; s < KS; s++) {
+        a[s][0] = pack_bf16(acc[2 * s][0], acc[2 * s][1]);
+        a[s][1] = pack_bf16(acc[2 * s][2], acc[2 * s][3]);
+        a[s][2] = pack_bf16(acc[2 * s + 1][0], acc[2 * s + 1][1]);
+        a[s][3] = pack_bf16(acc[2 * s + 1][2], acc[2 * s + 1][3]);
+    }
+}
+// The bf16 value an A fragment holds at accumulator position (n-tile nt, element x) of the same rows:
+// the elementwise partner of acc[nt][x] (acc_to_a's inverse).
+template <int KS> __device__ __forceinline__ float a_at(const uint32_t (&a)[KS][4], int nt, int x) {
+    const uint32_t v = a[nt >> 1][((nt & 1) << 1) + (x >> 1)];
+    return (x & 1) ? bf16_hi(v) : bf16_lo(v);
+}
+// Row and column of accumulator element x of n-tile nt, relative to the warp's first row.
+__device__ __forceinline__ int acc_row(int x) { return (tc_lane() >> 2) + ((x >> 1) << 3); }
+__device__ __forceinline__ int acc_col(int nt, int x) { return 8 * nt + 2 * (tc_lane() & 3) + (x & 1); }
+
+// Sum over the 4 lanes of a quad (the lanes that share accumulator rows): every lane gets the sum.
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    return v;
+}
+
+// cp.async: 16 bytes global -> shared, grouped by commit, retired by wait_group<N> (all but the newest N
+// groups complete). A barrier must follow the wait before other threads read the data.
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+#ifdef GDN_EMU
+    emu::cp_async(dst, src, 16);
+#else
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#ifdef GDN_EMU
+    emu::cp_async_commit();
+#else
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+#ifdef GDN_EMU
+    emu::cp_async_wait(N);
+#else
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// Shared tile [ROWS][COLS] (row stride LDS) <- rows < rows_valid, columns < cols_valid (a multiple of 8) of
+// a bf16 matrix with row stride ld; zero elsewhere. 16-byte cp.async when the source rows are 16-byte
+// aligned, else plain loads (then the data is there at once). The caller commits, waits and syncs.
+template <int ROWS, int COLS, int LDS>
+__device__ __forceinline__ void tile_load(bf16 *dst, const bf16 *src, size_t ld, int rows_valid, int cols_valid) {
+    static_assert(COLS % 8 == 0 && LDS % 8 == 0, "16-byte segments");
+    constexpr int SEGS = COLS / 8;
+    const bool vec = (((uintptr_t)src & 15) == 0) && (ld % 8 == 0);
+    for (int idx = threadIdx.x; idx < ROWS * SEGS; idx += blockDim.x) {
+        const int r = idx / SEGS, c = (idx % SEGS) * 8;
+        bf16 *d = dst + r * LDS + c;
+        if (r < rows_valid && c < cols_valid) {
+            const bf16 *p = src + (size_t)r * ld + c;
+            if (vec) {
+                cp_async16(d, p);
+            } else {
+#pragma unroll
+                for (int x = 0; x < 8; x++) d[x] = p[x];
+            }
+        } else {
+            *reinterpret_cast<uint4 *>(d) = make_uint4(0, 0, 0, 0);
+        }
+    }
+}
+
+// Stores a warp's accumulators acc[NT][4] (rows r0 + acc_row, columns acc_col) as bf16 into dst (row
+// stride ld) where row < rows and column < cols (cols even). `pairs`: dst and ld allow 4-byte stores.
+template <int NT>
+__device__ __forceinline__ void store_acc(bf16 *dst, size_t ld, const float (&acc)[NT][4], int r0, int rows, int cols,
+                                          bool pairs) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int c = acc_col(nt, 0);
+        if (c >= cols) continue;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = r0 + acc_row(2 * h);
+            if (r >= rows) continue;
+            bf16 *p = dst + (size_t)r * ld + c;
+            if (pairs) {
+                *reinterpret_cast<uint32_t *>(p) = pack_bf16(acc[nt][2 * h], acc[nt][2 * h + 1]);
+            } else {
+                p[0] = __float2bfloat16_rn(acc[nt][2 * h]);
+                p[1] = __float2bfloat16_rn(acc[nt][2 * h + 1]);
+            }
+        }
+    }
+}
+__host__ __device__ inline bool tc_pairs_ok(const void *p, size_t ld) { return ((uintptr_t)p & 3) == 0 && ld % 2 == 0; }
+
+// Tensor-core launchers (bf16 only; dk, dv <= 64).
+bool dr_tc_supported(int dk, int dv);
+// Forward: Gc, W, U, then the state (h, V_new, final state), then o.
+void dr_tc_fwd(const DrArgs &a);
+// The backward's per-chunk recomputation: Gc, Tm, W, V_new = U - W h (from a.h) and dV_local.
+void dr_tc_bwd_intra(const DrArgs &a);
+// Backward: the recomputation above, then dh/dV_new (serial) and all gradients. a.h must hold h_n.
+void dr_tc_bwd(const DrArgs &a);
+// Whether this call takes the tensor-core path: bf16 mode, dk and dv <= 64, and GDN_CUDA_DELTA is not
+// "fma" (which forces the CUDA-core kernels, for comparisons).
+bool dr_use_tc(bool act_bf16, int dk, int dv);
+// dv tile width (16 or 32) for a serial kernel with these two instantiations: the one needing fewer waves.
+int dr_tc_pick_bv(const DrArgs &a, const void *k16, size_t smem16, const void *k32, size_t smem32);
+// Forward pieces reused by the backward when h_save is NULL (to rebuild h).
+void dr_tc_fwd_intra(const DrArgs &a);
+void dr_tc_fwd_state(const DrArgs &a);

@@ -14,6 +14,8 @@
 //                       dgamma = reverse cumsum of dG within the chunk
 //   group (per token):  dq, dk = sum over each q/k head's v heads, in head order
 // dq/dk of each v head go to fp32 scratch and are summed by the last kernel: no atomics anywhere.
+// These are the CUDA-core kernels (fp32 mode, and bf16 with dk or dv > 64); bf16 with dk, dv <= 64 goes
+// to delta_rule_tc_bwd.cu (the entry point below chooses).
 #include "cuda/delta_rule.cuh"
 
 // ---------------------------------------------------------------------------------------------------
@@ -589,6 +591,28 @@ static void cu_delta_rule_bwd(void *dq, void *dk, int lddqk, void *dv, int lddv,
     a.dbeta = dbeta, a.dgamma = dgamma;
     const char *op = "delta_rule_bwd";
     const size_t rows = (size_t)B * HV * T_, states = (size_t)B * HV * a.NT * dk_ * dv_;
+    if (dr_use_tc(sizeof(T) == sizeof(bf16), dk_, dv_)) { // tensor cores (delta_rule_tc_bwd.cu)
+        a.Gc = (float *)cu_scratch(rows * sizeof(float), op);
+        a.W = cu_scratch(rows * dk_ * sizeof(T), op);
+        a.Tm = cu_scratch(rows * DR_C * sizeof(T), op);
+        a.vnew = cu_scratch(rows * dv_ * sizeof(T), op);
+        a.dvloc = cu_scratch(rows * dv_ * sizeof(T), op);
+        a.dh = cu_scratch(states * sizeof(T), op);
+        a.dvnew = cu_scratch(rows * dv_ * sizeof(T), op);
+        a.h = (void *)h_save;
+        if (!h_save) { // rebuild the chunk-start states with the forward's kernels (zero initial state)
+            a.h = cu_scratch(states * sizeof(T), op);
+            a.U = cu_scratch(rows * dv_ * sizeof(T), op);
+            dr_tc_fwd_intra(a);
+            dr_tc_fwd_state(a);
+            cu_scratch_free(a.U);
+            a.U = NULL;
+        }
+        dr_tc_bwd(a);
+        void *bufs[] = {a.Gc, a.W, a.Tm, a.vnew, a.dvloc, a.dh, a.dvnew, h_save ? NULL : a.h};
+        for (size_t x = 0; x < sizeof bufs / sizeof bufs[0]; x++) cu_scratch_free(bufs[x]);
+        return;
+    }
     a.Gc = (float *)cu_scratch(rows * sizeof(float), op);
     a.W = cu_scratch(rows * dk_ * sizeof(T), op);
     a.U = cu_scratch(rows * dv_ * sizeof(T), op);

@@ -5,7 +5,9 @@
 //   state  (serial over chunks, per dv tile): h_n saved; V_new = U - W h_n;
 //                        h_{n+1} = e^{G_last} h_n + K^T (e^{G_last - G} . V_new)  (h fp32 in registers)
 //   out    (per chunk):  O = s e^G (Q h_n) + s ((Q K^T . Gamma . M) V_new)
-// See delta_rule.cuh for the thread layout, padding and rounding conventions.
+// See delta_rule.cuh for the thread layout, padding and rounding conventions. These are the CUDA-core
+// kernels (fp32 mode, and bf16 with dk or dv > 64); bf16 with dk, dv <= 64 goes to delta_rule_tc_fwd.cu
+// (the entry point below chooses).
 #include "cuda/delta_rule.cuh"
 
 // ---------------------------------------------------------------------------------------------------
@@ -335,9 +337,13 @@ static void cu_delta_rule_fwd(void *o, int ldo, void *h_save, float *state, cons
     a.U = cu_scratch(rows * dv * sizeof(T), "delta_rule_fwd");
     a.vnew = cu_scratch(rows * dv * sizeof(T), "delta_rule_fwd");
     a.h = h_save ? h_save : cu_scratch(states * sizeof(T), "delta_rule_fwd");
-    dr_run_intra<T>(a);
-    dr_run_state<T>(a);
-    dr_run_out<T>(a);
+    if (dr_use_tc(sizeof(T) == sizeof(bf16), dk, dv)) { // tensor cores (delta_rule_tc_fwd.cu)
+        dr_tc_fwd(a);
+    } else {
+        dr_run_intra<T>(a);
+        dr_run_state<T>(a);
+        dr_run_out<T>(a);
+    }
     if (!h_save) cu_scratch_free(a.h);
     cu_scratch_free(a.vnew);
     cu_scratch_free(a.U);

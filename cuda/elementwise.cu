@@ -9,19 +9,52 @@
 #endif
 
 // ---------------------------------------------------------------------------------------------------
-// partial sums: dst[c] += sum_p part[p*W + c], p in order
+// partial sums: dst[c] += sum_p part[p*W + c], in a fixed order (deterministic for given P, W and device).
+// A block of 32 columns x 8 row lanes sums R consecutive partial rows: lane y takes rows y, y+8, .. in
+// order, then the 8 lane sums are added in lane order. With more than R rows the block sums go to
+// scratch and the same kernel reduces them again. (A single thread walking all P rows, as before, left
+// the GPU nearly idle: 32 blocks of 1024 dependent loads for conv_silu_bwd's dw.)
 
-__global__ void add_partials_kernel(float *dst, const float *part, int P, int W) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= W) return;
+enum { PSUM_COLS = 32, PSUM_LANES = 8 };
+
+__global__ void __launch_bounds__(PSUM_COLS *PSUM_LANES)
+    sum_partials_kernel(float *out, const float *part, int P, int W, int R, int accumulate) {
+    __shared__ float red[PSUM_LANES][PSUM_COLS + 1];
+    const int c = blockIdx.x * PSUM_COLS + threadIdx.x, q = blockIdx.y, y = threadIdx.y;
+    const int p1 = min(P, (q + 1) * R);
     float s = 0.0f;
-    for (int p = 0; p < P; p++) s += part[(size_t)p * W + c];
-    dst[c] += s;
+    if (c < W)
+        for (int p = q * R + y; p < p1; p += PSUM_LANES) s += part[(size_t)p * W + c];
+    red[y][threadIdx.x] = s;
+    __syncthreads();
+    if (y == 0 && c < W) {
+        float t = red[0][threadIdx.x];
+        for (int k = 1; k < PSUM_LANES; k++) t += red[k][threadIdx.x];
+        if (accumulate)
+            out[c] += t;
+        else
+            out[(size_t)q * W + c] = t;
+    }
 }
 
 void cu_add_partials(float *dst, const float *part, int P, int W, const char *op) {
     if (P <= 0 || W <= 0) return;
-    cu_launch(op, add_partials_kernel, dim3(cu_blocks(W, 128)), dim3(128), 0, dst, part, P, W);
+    const unsigned col_blocks = cu_blocks(W, PSUM_COLS);
+    // rows per block: enough blocks for ~2 per multiprocessor, at least 16 rows (2 per lane) each
+    const long want = 2L * (g_cu.sm_count > 0 ? g_cu.sm_count : 1);
+    long R = ((long)P * col_blocks + want - 1) / want;
+    R = R < 16 ? 16 : (R + PSUM_LANES - 1) / PSUM_LANES * PSUM_LANES;
+    const int Q = (int)((P + R - 1) / R);
+    CU_REQUIRE(Q <= 65535, "partial sums", "%s: %d partial rows of %d columns exceed the grid", op, P, W);
+    if (Q == 1) {
+        cu_launch(op, sum_partials_kernel, dim3(col_blocks, 1), dim3(PSUM_COLS, PSUM_LANES), 0, dst, part, P, W, (int)R,
+                  1);
+        return;
+    }
+    float *mid = (float *)cu_scratch((size_t)Q * W * sizeof(float), op);
+    cu_launch(op, sum_partials_kernel, dim3(col_blocks, Q), dim3(PSUM_COLS, PSUM_LANES), 0, mid, part, P, W, (int)R, 0);
+    cu_add_partials(dst, mid, Q, W, op);
+    cu_scratch_free(mid);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -75,20 +108,66 @@ __global__ void embedding_keys_kernel(uint64_t *keys, const int32_t *ids, int N,
     keys[n] = ((uint64_t)(uint32_t)id << 32) | (uint32_t)n;
 }
 
-template <typename T>
+// V fp32 values <-> dE (V a multiple of 4: 16-byte vectors; V = 1: scalar).
+template <int V> __device__ __forceinline__ void load_f32(float (&v)[V], const float *p) {
+    if constexpr (V == 1) {
+        v[0] = p[0];
+    } else {
+#pragma unroll
+        for (int q = 0; q < V / 4; q++) {
+            const float4 f = reinterpret_cast<const float4 *>(p)[q];
+            v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+        }
+    }
+}
+template <int V> __device__ __forceinline__ void store_f32(float *p, const float (&v)[V]) {
+    if constexpr (V == 1) {
+        p[0] = v[0];
+    } else {
+#pragma unroll
+        for (int q = 0; q < V / 4; q++)
+            reinterpret_cast<float4 *>(p)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    }
+}
+
+// The block of a run's first key finds the run's end (ids equal to id form a prefix of sorted[i..]:
+// counted a block-width window at a time), then each thread adds V columns of the run's rows, U rows
+// loaded ahead of their additions; the additions stay in token order.
+template <typename T, int V>
 __global__ void embedding_bwd_kernel(float *dE, const T *dx, const uint64_t *sorted, int N, int h, int vocab) {
+    constexpr int U = 8;
     const int i = blockIdx.x;
     const uint32_t id = (uint32_t)(sorted[i] >> 32);
     if (id >= (uint32_t)vocab) return;
     if (i > 0 && (uint32_t)(sorted[i - 1] >> 32) == id) return; // not the first of its run
+    int end = i + 1;
+    for (;;) {
+        const int j = end + (int)threadIdx.x;
+        const int cnt = block_sum((int)(j < N && (uint32_t)(sorted[j] >> 32) == id));
+        end += cnt;
+        if (cnt < (int)blockDim.x) break;
+    }
     float *er = dE + (size_t)id * h;
-    for (int c = threadIdx.x; c < h; c += blockDim.x) {
-        float acc = er[c];
-        for (int j = i; j < N && (uint32_t)(sorted[j] >> 32) == id; j++) {
-            uint32_t n = (uint32_t)(sorted[j] & 0xffffffffu);
-            acc += to_f(dx[(size_t)n * h + c]);
+    for (int c = threadIdx.x * V; c < h; c += blockDim.x * V) {
+        float acc[V];
+        load_f32<V>(acc, er + c);
+        int j = i;
+        for (; j + U <= end; j += U) {
+            float v[U][V];
+#pragma unroll
+            for (int u = 0; u < U; u++) load_vec<T, V>(v[u], dx + (size_t)(uint32_t)sorted[j + u] * h + c);
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int x = 0; x < V; x++) acc[x] += v[u][x];
         }
-        er[c] = acc;
+        for (; j < end; j++) {
+            float v[V];
+            load_vec<T, V>(v, dx + (size_t)(uint32_t)sorted[j] * h + c);
+#pragma unroll
+            for (int x = 0; x < V; x++) acc[x] += v[x];
+        }
+        store_f32<V>(er + c, acc);
     }
 }
 
@@ -118,8 +197,13 @@ template <typename T> static void cu_embedding_bwd(float *dE, const void *dx, co
     int id_bits = 1;
     while (id_bits < 32 && (1ll << id_bits) <= V) id_bits++; // ids in [0, V] fit
     sort_keys(sorted, keys, N, 32 + id_bits);
-    cu_launch("embedding_bwd", embedding_bwd_kernel<T>, dim3(N), dim3(128), 0, dE, (const T *)dx,
-              (const uint64_t *)sorted, N, h, V);
+    constexpr int VV = Vec16<T>::n; // one 16-byte vector of dx; VV / 4 of dE's fp32
+    if (h % VV == 0 && cu_aligned16(dE) && cu_aligned16(dx))
+        cu_launch("embedding_bwd", embedding_bwd_kernel<T, VV>, dim3(N), dim3(128), 0, dE, (const T *)dx,
+                  (const uint64_t *)sorted, N, h, V);
+    else
+        cu_launch("embedding_bwd", embedding_bwd_kernel<T, 1>, dim3(N), dim3(128), 0, dE, (const T *)dx,
+                  (const uint64_t *)sorted, N, h, V);
     cu_scratch_free(keys);
 }
 

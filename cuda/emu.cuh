@@ -3,8 +3,10 @@
 // machine without a GPU; never part of the real build.
 //
 // Model: a launch runs its blocks one after another; each thread of a block is a fiber (ucontext)
-// that runs until it reaches __syncthreads() or a warp shuffle, so a missing barrier shows up as a read
-// of data not yet written (dynamic shared memory is filled with NaN before every block). A barrier that
+// that runs until it reaches __syncthreads() or a warp-level instruction, and each warp runs on to its
+// next barrier before the next warp starts (warps in order, or reversed), so a missing barrier shows up
+// as a read of data not yet written (dynamic shared memory is filled with NaN before every block) or of
+// stale data. A barrier that
 // not every thread reaches is reported as a deadlock. `__shared__` becomes `static`, which is right
 // because only one block runs at a time. The CUDA runtime / cuBLASLt calls the backend makes are
 // implemented on host memory by tests/gpu/emu/cuda_emu.cc (GEMMs by a plain loop that checks the
@@ -25,6 +27,21 @@ void launch(const char *name, dim3 grid, dim3 block, size_t smem, const std::fun
 void *dyn_smem();
 void syncthreads();
 uint64_t shfl_xor(uint64_t v, int lane_mask);
+// Warp-collective instructions (all 32 lanes of the warp must reach the same one, else "deadlock"):
+// __syncwarp; ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16 (lane l gives the row address of
+// row l % 8 of matrix l / 8; checked: 16-byte aligned, inside dynamic shared memory); and
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 with the PTX ISA fragment layouts (products exact,
+// sums in double, one fp32 rounding: a stand-in for the tensor core's internal accumulation).
+void syncwarp();
+void ldmatrix(uint32_t *r, int nmat, bool trans, const void *row_addr);
+void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+// cp.async (16 bytes, or 4 with .ca): queued per thread and performed only when cp.async.wait_group
+// retires its group, so a read of the destination before the wait sees the NaN fill; or, in the reverse
+// pass (EMU_CP_ASYNC=eager), performed at issue, so a prefetch into a buffer that other warps still read
+// corrupts their data. A thread that exits with copies still queued is an error.
+void cp_async(void *dst_shared, const void *src_global, int bytes);
+void cp_async_commit();
+void cp_async_wait(int newest_pending);
 } // namespace emu
 
 #define threadIdx (*emu::cur_tid)

@@ -5,7 +5,7 @@
 // cu_add_partials. ddt_bias sums the act-rounded da, as FLA sums its bf16 da.
 #include "cuda/common.cuh"
 
-enum { GATE_ROWS = 256 }; // rows per partial sum
+enum { GATE_ROWS = 32 }; // rows per partial sum (small: one thread walks them, and P x HV threads run)
 
 __device__ __forceinline__ float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 

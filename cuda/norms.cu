@@ -1,11 +1,12 @@
 // norms.cu: RMSNorm with the fused residual add (spec model.md §2.2), the per-head L2 norm of q/k
 // (§2.3 step 4) and the gated output norm FusedRMSNormGated (§2.3 step 8), forward and backward.
 // Row statistics in fp32 (block or warp reductions in a fixed order). Weight gradients are reduced over
-// rows deterministically: a partials kernel (fixed row blocks of NORM_ROWS rows, one thread per column)
-// then cu_add_partials; it runs before the row kernel so that ds/do may alias dy.
+// rows deterministically: the backward row kernels also add each row's dw terms into a per-block partial
+// (fixed row blocks, each column owned by one thread or warp, rows in order), then cu_add_partials. A
+// row's dy is read for its dw term before that row's ds/do (which may alias dy) is written.
 #include "cuda/common.cuh"
 
-enum { NORM_ROWS = 64 }; // rows per weight-gradient partial sum
+enum { RMS_BWD_ROWS = 16, GATED_BWD_WARPS = 4, GATED_BWD_ROWS_PER_WARP = 4 }; // rows per dw partial
 
 // ---------------------------------------------------------------------------------------------------
 // RMSNorm: s = x + resid; y = s * rstd * w, rstd = (mean s^2 + eps)^-1/2 from the fp32 s.
@@ -44,47 +45,48 @@ __global__ void rmsnorm_fwd_kernel(T *y, float *rstd, T *s_out, const T *x, cons
     }
 }
 
-// part[p][c] = sum over rows n of block p of dy[n,c] * s[n,c] * rstd[n]
-template <typename T>
-__global__ void rmsnorm_dw_partials_kernel(float *part, const T *dy, const T *s, const float *rstd, int N, int h) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= h) return;
-    const int p = blockIdx.y, n1 = min(N, (p + 1) * NORM_ROWS);
-    float acc = 0.0f;
-    for (int n = p * NORM_ROWS; n < n1; n++) {
-        size_t o = (size_t)n * h + c;
-        acc += to_f(dy[o]) * (to_f(s[o]) * rstd[n]);
-    }
-    part[(size_t)p * h + c] = acc;
-}
-
 // xhat = s*rstd, g = dy*w: ds = rstd * (g - xhat * mean(g . xhat)) (+ dres). ds may alias dy or dres.
+// A block does rows [R b, R b + R) in order and writes its dw partial part[b][c] = sum_n dy * (s * rstd);
+// column c's partial lives in shared memory, touched only by the thread that owns c.
 template <typename T, int V>
-__global__ void rmsnorm_bwd_kernel(T *ds, const T *dy, const T *s, const float *rstd, const float *w, const T *dres,
-                                   int h) {
-    const size_t base = (size_t)blockIdx.x * h;
-    const float rs = rstd[blockIdx.x];
-    float dot = 0.0f;
-    for (int c = threadIdx.x * V; c < h; c += blockDim.x * V) {
-        float d[V], sv[V];
-        load_vec<T, V>(d, dy + base + c);
-        load_vec<T, V>(sv, s + base + c);
+__global__ void rmsnorm_bwd_kernel(T *ds, float *part, const T *dy, const T *s, const float *rstd, const float *w,
+                                   const T *dres, int N, int h, int R) {
+    CU_DYN_SMEM(float, dwp);
+    const int n0 = blockIdx.x * R, n1 = min(N, n0 + R);
+    for (int c = threadIdx.x * V; c < h; c += blockDim.x * V)
 #pragma unroll
-        for (int i = 0; i < V; i++) dot += (d[i] * w[c + i]) * (sv[i] * rs);
-    }
-    const float mean = block_sum(dot) / (float)h; // (its barriers also order the reads above before writes)
-    for (int c = threadIdx.x * V; c < h; c += blockDim.x * V) {
-        float d[V], sv[V], r[V], o[V];
-        load_vec<T, V>(d, dy + base + c);
-        load_vec<T, V>(sv, s + base + c);
-        if (dres) load_vec<T, V>(r, dres + base + c);
+        for (int i = 0; i < V; i++) dwp[c + i] = 0.0f;
+    for (int n = n0; n < n1; n++) {
+        const size_t base = (size_t)n * h;
+        const float rs = rstd[n];
+        float dot = 0.0f;
+        for (int c = threadIdx.x * V; c < h; c += blockDim.x * V) {
+            float d[V], sv[V];
+            load_vec<T, V>(d, dy + base + c);
+            load_vec<T, V>(sv, s + base + c);
 #pragma unroll
-        for (int i = 0; i < V; i++) {
-            o[i] = (d[i] * w[c + i] - sv[i] * rs * mean) * rs;
-            if (dres) o[i] += r[i];
+            for (int i = 0; i < V; i++) {
+                dot += (d[i] * w[c + i]) * (sv[i] * rs);
+                dwp[c + i] += d[i] * (sv[i] * rs);
+            }
         }
-        store_vec<T, V>(ds + base + c, o);
+        const float mean = block_sum(dot) / (float)h; // (its barriers also order the reads above before writes)
+        for (int c = threadIdx.x * V; c < h; c += blockDim.x * V) {
+            float d[V], sv[V], r[V], o[V];
+            load_vec<T, V>(d, dy + base + c);
+            load_vec<T, V>(sv, s + base + c);
+            if (dres) load_vec<T, V>(r, dres + base + c);
+#pragma unroll
+            for (int i = 0; i < V; i++) {
+                o[i] = (d[i] * w[c + i] - sv[i] * rs * mean) * rs;
+                if (dres) o[i] += r[i];
+            }
+            store_vec<T, V>(ds + base + c, o);
+        }
     }
+    for (int c = threadIdx.x * V; c < h; c += blockDim.x * V)
+#pragma unroll
+        for (int i = 0; i < V; i++) part[(size_t)blockIdx.x * h + c + i] = dwp[c + i];
 }
 
 static int norm_threads(int h, int V) { // one vector per thread where possible, 32..1024 threads
@@ -117,21 +119,19 @@ static void cu_rmsnorm_bwd(void *ds, float *dw, const void *dy, const void *s, c
     CU_REQUIRE(ds && dw && dy && s && rstd && w, "rmsnorm_bwd", "NULL pointer (ds, dw, dy, s, rstd, w)");
     CU_REQUIRE(N >= 0 && h > 0, "rmsnorm_bwd", "bad shape N=%d h=%d", N, h);
     if (N == 0) return;
-    const int P = (N + NORM_ROWS - 1) / NORM_ROWS;
-    CU_REQUIRE(P <= 65535, "rmsnorm_bwd", "N=%d rows is more than this kernel's grid allows", N);
+    CU_REQUIRE((size_t)h * 4 <= g_cu.smem_optin, "rmsnorm_bwd", "h=%d too wide for a dw row in shared memory", h);
+    const int P = (N + RMS_BWD_ROWS - 1) / RMS_BWD_ROWS;
     float *part = (float *)cu_scratch((size_t)P * h * sizeof(float), "rmsnorm_bwd");
-    cu_launch("rmsnorm_bwd dw", rmsnorm_dw_partials_kernel<T>, dim3(cu_blocks(h, 128), P), dim3(128), 0, part,
-              (const T *)dy, (const T *)s, rstd, N, h);
-    cu_add_partials(dw, part, P, h, "rmsnorm_bwd dw sum");
-    cu_scratch_free(part);
     constexpr int V = Vec16<T>::n;
     bool vec = h % V == 0 && cu_aligned16(ds) && cu_aligned16(dy) && cu_aligned16(s) && (!dres || cu_aligned16(dres));
     if (vec)
-        cu_launch("rmsnorm_bwd", rmsnorm_bwd_kernel<T, V>, dim3(N), dim3(norm_threads(h, V)), 0, (T *)ds, (const T *)dy,
-                  (const T *)s, rstd, w, (const T *)dres, h);
+        cu_launch("rmsnorm_bwd", rmsnorm_bwd_kernel<T, V>, dim3(P), dim3(norm_threads(h, V)), (size_t)h * 4, (T *)ds,
+                  part, (const T *)dy, (const T *)s, rstd, w, (const T *)dres, N, h, (int)RMS_BWD_ROWS);
     else
-        cu_launch("rmsnorm_bwd", rmsnorm_bwd_kernel<T, 1>, dim3(N), dim3(norm_threads(h, 1)), 0, (T *)ds, (const T *)dy,
-                  (const T *)s, rstd, w, (const T *)dres, h);
+        cu_launch("rmsnorm_bwd", rmsnorm_bwd_kernel<T, 1>, dim3(P), dim3(norm_threads(h, 1)), (size_t)h * 4, (T *)ds,
+                  part, (const T *)dy, (const T *)s, rstd, w, (const T *)dres, N, h, (int)RMS_BWD_ROWS);
+    cu_add_partials(dw, part, P, h, "rmsnorm_bwd dw sum");
+    cu_scratch_free(part);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -224,46 +224,44 @@ __global__ void gated_rmsnorm_fwd_kernel(T *y, int ldy, float *rstd, const T *o,
     }
 }
 
-// part[p][e] = sum over rows r = n*HV + j of block p of dy * silu(z) * o * rstd
-template <typename T>
-__global__ void gated_dw_partials_kernel(float *part, const T *dy, int lddy, const T *o, int ldo, const T *z, int ldz,
-                                         const float *rstd, int rows, int HV, int dv) {
-    const int e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= dv) return;
-    const int p = blockIdx.y, r1 = min(rows, (p + 1) * NORM_ROWS);
-    float acc = 0.0f;
-    for (int r = p * NORM_ROWS; r < r1; r++) {
-        size_t n = (size_t)(r / HV), col = (size_t)(r % HV) * dv + e;
-        float ze = to_f(z[n * ldz + col]);
-        acc += (to_f(dy[n * lddy + col]) * (ze * sigmoid_f(ze))) * (to_f(o[n * ldo + col]) * rstd[r]);
-    }
-    part[(size_t)p * dv + e] = acc;
-}
-
 // xhat = o*rstd, g = silu(z), u = dy*g*w: do = rstd * (u - xhat * mean(u . xhat));
 // dz = dy * xhat * w * silu'(z). do/dz may alias dy/o/z of the same shape.
+// One warp per row r = n*HV + j, GATED_BWD_ROWS_PER_WARP consecutive rows per warp in order; the warp
+// adds each row's dw terms dy * silu(z) * (o * rstd) into its own shared [dv] row, and the block writes
+// part[b][e] = the sum of its warps' rows, in warp order.
 template <typename T>
-__global__ void gated_rmsnorm_bwd_kernel(T *dO, int lddo, T *dz, int lddz, const T *dy, int lddy, const T *o, int ldo,
-                                         const T *z, int ldz, const float *rstd, const float *w, int N, int HV,
-                                         int dv) {
-    const size_t v = (size_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
-    if (v >= (size_t)N * HV) return;
-    const int lane = threadIdx.x & 31;
-    const size_t n = v / HV, col = (v % HV) * dv;
-    const T *dyr = dy + n * lddy + col, *orow = o + n * ldo + col, *zr = z + n * ldz + col;
-    T *dor = dO + n * lddo + col, *dzr = dz + n * lddz + col;
-    const float rs = rstd[v];
-    float dot = 0.0f;
-    for (int e = lane; e < dv; e += 32) {
-        float ze = to_f(zr[e]), g = ze * sigmoid_f(ze), xhat = to_f(orow[e]) * rs;
-        dot += (to_f(dyr[e]) * g * w[e]) * xhat;
+__global__ void gated_rmsnorm_bwd_kernel(T *dO, int lddo, T *dz, int lddz, float *part, const T *dy, int lddy,
+                                         const T *o, int ldo, const T *z, int ldz, const float *rstd, const float *w,
+                                         int N, int HV, int dv) {
+    CU_DYN_SMEM(float, dwp); // [warps][dv]
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+    float *mine = dwp + (size_t)warp * dv;
+    for (int e = lane; e < dv; e += 32) mine[e] = 0.0f;
+    const size_t rows = (size_t)N * HV, r0 = ((size_t)blockIdx.x * nwarps + warp) * GATED_BWD_ROWS_PER_WARP;
+    for (size_t v = r0; v < r0 + GATED_BWD_ROWS_PER_WARP && v < rows; v++) {
+        const size_t n = v / HV, col = (v % HV) * dv;
+        const T *dyr = dy + n * lddy + col, *orow = o + n * ldo + col, *zr = z + n * ldz + col;
+        T *dor = dO + n * lddo + col, *dzr = dz + n * lddz + col;
+        const float rs = rstd[v];
+        float dot = 0.0f;
+        for (int e = lane; e < dv; e += 32) {
+            float ze = to_f(zr[e]), g = ze * sigmoid_f(ze), xhat = to_f(orow[e]) * rs, dye = to_f(dyr[e]);
+            dot += (dye * g * w[e]) * xhat;
+            mine[e] += (dye * g) * xhat;
+        }
+        const float mean = warp_sum(dot) / (float)dv; // every lane's reads are done before any write below
+        for (int e = lane; e < dv; e += 32) {
+            float ze = to_f(zr[e]), sg = sigmoid_f(ze), g = ze * sg, xhat = to_f(orow[e]) * rs, dye = to_f(dyr[e]);
+            float u = dye * g * w[e];
+            dor[e] = from_f<T>((u - xhat * mean) * rs);
+            dzr[e] = from_f<T>(dye * xhat * w[e] * sg * (1.0f + ze * (1.0f - sg)));
+        }
     }
-    const float mean = warp_sum(dot) / (float)dv; // every lane's reads are done before any write below
-    for (int e = lane; e < dv; e += 32) {
-        float ze = to_f(zr[e]), sg = sigmoid_f(ze), g = ze * sg, xhat = to_f(orow[e]) * rs, dye = to_f(dyr[e]);
-        float u = dye * g * w[e];
-        dor[e] = from_f<T>((u - xhat * mean) * rs);
-        dzr[e] = from_f<T>(dye * xhat * w[e] * sg * (1.0f + ze * (1.0f - sg)));
+    __syncthreads();
+    for (int e = threadIdx.x; e < dv; e += blockDim.x) {
+        float t = dwp[e];
+        for (int x = 1; x < nwarps; x++) t += dwp[(size_t)x * dv + e];
+        part[(size_t)blockIdx.x * dv + e] = t;
     }
 }
 
@@ -290,17 +288,17 @@ static void cu_gated_rmsnorm_bwd(void *do_, int lddo, void *dz, int lddz, float 
                "gated_rmsnorm_bwd", "row strides lddo=%d lddz=%d lddy=%d ldo=%d ldz=%d below HV*dv=%d", lddo, lddz,
                lddy, ldo, ldz, HV * dv);
     if (N == 0) return;
-    const long rows = (long)N * HV;
-    const int P = (int)((rows + NORM_ROWS - 1) / NORM_ROWS);
-    CU_REQUIRE(P <= 65535, "gated_rmsnorm_bwd", "N*HV=%ld rows is more than this kernel's grid allows", rows);
+    const size_t smem = (size_t)GATED_BWD_WARPS * dv * sizeof(float);
+    CU_REQUIRE(smem <= g_cu.smem_optin, "gated_rmsnorm_bwd", "dv=%d too wide for the dw rows in shared memory", dv);
+    const long rows = (long)N * HV, per_block = (long)GATED_BWD_WARPS * GATED_BWD_ROWS_PER_WARP;
+    const long P = (rows + per_block - 1) / per_block;
+    CU_REQUIRE(P <= 0x7fffffffL, "gated_rmsnorm_bwd", "N*HV=%ld rows is more than this kernel's grid allows", rows);
     float *part = (float *)cu_scratch((size_t)P * dv * sizeof(float), "gated_rmsnorm_bwd");
-    cu_launch("gated_rmsnorm_bwd dw", gated_dw_partials_kernel<T>, dim3(cu_blocks(dv, 64), P), dim3(64), 0, part,
-              (const T *)dy, lddy, (const T *)o, ldo, (const T *)z, ldz, rstd, (int)rows, HV, dv);
-    cu_add_partials(dw, part, P, dv, "gated_rmsnorm_bwd dw sum");
+    cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_kernel<T>, dim3((unsigned)P), dim3(32 * GATED_BWD_WARPS), smem,
+              (T *)do_, lddo, (T *)dz, lddz, part, (const T *)dy, lddy, (const T *)o, ldo, (const T *)z, ldz, rstd, w,
+              N, HV, dv);
+    cu_add_partials(dw, part, (int)P, dv, "gated_rmsnorm_bwd dw sum");
     cu_scratch_free(part);
-    cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_kernel<T>, dim3(cu_blocks((size_t)rows, 4)), dim3(128), 0,
-              (T *)do_, lddo, (T *)dz, lddz, (const T *)dy, lddy, (const T *)o, ldo, (const T *)z, ldz, rstd, w, N, HV,
-              dv);
 }
 
 void cu_register_norms(Backend *b, int use_bf16) {

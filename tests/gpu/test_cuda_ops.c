@@ -703,6 +703,9 @@ static void cases_swiglu(Rng *g, int N, int F, int alias, int big) {
 
 typedef struct {
     int B, T, H, HV, dk, dv, pad, state, h_save;
+    int weak; // weak decays: e^{G_i - G_j} stays O(1) across a whole chunk, so every block of every product
+              // matters (with the default decays it falls below 1e-5 within 16 rows)
+    int bv;   // > 0: force this dv tile width on the serial tensor-core kernels (GDN_CUDA_DR_BV)
 } DeltaShape;
 
 static void fill_delta_inputs(Case *c, Rng *g, DeltaShape s, int ldqk, int ldv) {
@@ -713,20 +716,23 @@ static void fill_delta_inputs(Case *c, Rng *g, DeltaShape s, int ldqk, int ldv) 
     fill_normal(add_in(c, "v", K_ACT, N, s.HV * s.dv, ldv), g, 0, 1);
     fill_uniform(add_in(c, "beta", K_F32, N, s.HV, 0), g, 0.05f, 0.95f);
     Tensor *gm = add_in(c, "gamma", K_F32, N, s.HV, 0);
-    fill_uniform(gm, g, -1.6f, 0.0f); // the init range; a few strong decays that underflow e^{G}
-    for (size_t x = 0; x < tsize(gm); x += 37) gm->init[x] = -12.0f;
+    fill_uniform(gm, g, s.weak ? -0.03f : -1.6f, 0.0f); // the init range; a few strong decays that underflow e^{G}
+    for (size_t x = 0; x < tsize(gm); x += s.weak ? 211 : 37) gm->init[x] = -12.0f;
 }
 
 static void cases_delta(Rng *g, DeltaShape s, int big) {
     int ldqk = s.H * s.dk + s.pad, ldv = s.HV * s.dv + s.pad, ldo = s.HV * s.dv + 2 * s.pad;
     int N = s.B * s.T, NT = (s.T + 63) / 64, BH = s.B * s.HV;
     char shape[128];
-    snprintf(shape, sizeof shape, "B=%d T=%d H=%d HV=%d dk=%d dv=%d%s%s%s", s.B, s.T, s.H, s.HV, s.dk, s.dv,
-             s.pad ? " ld+" : "", s.state ? " state" : "", s.h_save ? " h_save" : "");
+    char bv[16] = "";
+    if (s.bv) snprintf(bv, sizeof bv, " bv=%d", s.bv);
+    snprintf(shape, sizeof shape, "B=%d T=%d H=%d HV=%d dk=%d dv=%d%s%s%s%s%s", s.B, s.T, s.H, s.HV, s.dk, s.dv,
+             s.pad ? " ld+" : "", s.state ? " state" : "", s.h_save ? " h_save" : "", s.weak ? " weak" : "", bv);
     Case *c = new_case("delta_rule_fwd", run_delta_fwd, "%s", shape);
     c->big = big;
     int *I = c->i;
     I[0] = s.B, I[1] = s.T, I[2] = s.H, I[3] = s.HV, I[4] = s.dk, I[5] = s.dv, I[6] = ldqk, I[7] = ldv, I[8] = ldo;
+    I[12] = s.bv;
     c->f[0] = 1.0f / sqrtf((float)s.dk);
     fill_delta_inputs(c, g, s, ldqk, ldv);
     add_t(c, "o", K_ACT, R_OUT, N, s.HV * s.dv, ldo, F32_CHAIN, B16_DELTA);
@@ -744,7 +750,7 @@ static void cases_delta(Rng *g, DeltaShape s, int big) {
     int lddqk = s.H * s.dk + 3 * s.pad, lddv = s.HV * s.dv + s.pad, lddo = s.HV * s.dv + s.pad;
     I = c->i;
     I[0] = s.B, I[1] = s.T, I[2] = s.H, I[3] = s.HV, I[4] = s.dk, I[5] = s.dv, I[6] = ldqk, I[7] = ldv;
-    I[8] = lddo, I[9] = lddqk, I[10] = lddv;
+    I[8] = lddo, I[9] = lddqk, I[10] = lddv, I[12] = s.bv;
     c->f[0] = 1.0f / sqrtf((float)s.dk);
     fill_delta_inputs(c, g, s, ldqk, ldv);
     fill_normal(add_in(c, "dO", K_ACT, N, s.HV * s.dv, lddo), g, 0, 1);
@@ -812,6 +818,7 @@ static void build_cases(int quick) {
     Rng g = {20240601};
     cases_embedding(&g, 37, 24, 50);
     cases_embedding(&g, 50, 20, 41); // h not a multiple of 8: bf16 scalar path
+    cases_embedding(&g, 600, 24, 50); // a run of 200 equal ids: longer than a block's window, 8-row batches
     cases_rmsnorm(&g, 33, 64, 1, 0, 0);
     cases_rmsnorm(&g, 7, 1000, 1, 1, 0); // scalar path (1000 % 8 != 0) and s_out aliasing resid
     cases_rmsnorm(&g, 20, 256, 0, 0, 0);
@@ -841,6 +848,12 @@ static void build_cases(int quick) {
     cases_delta(&g, (DeltaShape){2, 130, 1, 2, 64, 48, 0, 1, 1}, 0);  // dv % 32 != 0: 16-wide dv tiles
     cases_delta(&g, (DeltaShape){1, 70, 1, 1, 128, 128, 0, 1, 1}, 0); // the largest heads (128-wide tiles)
     cases_delta(&g, (DeltaShape){1, 65, 2, 4, 80, 16, 4, 0, 0}, 0);   // dk padded to 128, dv to 64
+    // weak decays: the long-range terms of every block product count (bf16: the tensor-core kernels)
+    cases_delta(&g, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1}, 0); // 300M heads, 3 chunks, partial last
+    cases_delta(&g, (DeltaShape){1, 192, 1, 4, 48, 32, 3, 0, 0, 1}, 0); // GVA 4, odd strides (scalar loads and
+                                                                        // stores), T = 3 x 64, no h_save
+    cases_delta(&g, (DeltaShape){2, 140, 1, 2, 32, 64, 0, 1, 1, 1, 32}, 0); // 32-wide dv tiles (serial kernels)
+    cases_delta(&g, (DeltaShape){1, 100, 1, 1, 128, 64, 0, 1, 1, 1}, 0); // dk = 128 (CUDA-core kernels in bf16)
     cases_delta(&g, (DeltaShape){2, 256, 4, 8, 64, 64, 0, 0, 1}, 1);  // 300M heads
     cases_lmhead(&g, 70, 64, 1000, 1, 0, 0);
     cases_lmhead(&g, 50, 40, 517, 1, 16, 0); // forced 16-row chunks: the chunk loop
@@ -1297,12 +1310,15 @@ int main(int argc, char **argv) {
     for (int x = 0; x < g_ncases; x++) {
         Case *c = &g_cases[x];
         if (only && !strstr(c->op, only)) continue;
-        char forced[16] = "";
+        char forced[16] = "", bv[16] = "";
         if (!strcmp(c->op, "lmhead_ce") && c->i[3] > 0) snprintf(forced, sizeof forced, "%d", c->i[3]);
         if (forced[0]) setenv("GDN_CUDA_CE_ROWS", forced, 1);
+        if (!strncmp(c->op, "delta_rule", 10) && c->i[12] > 0) snprintf(bv, sizeof bv, "%d", c->i[12]);
+        if (bv[0]) setenv("GDN_CUDA_DR_BV", bv, 1);
         check_case(c, cpu, g32, 0);
         check_case(c, cpu, g16, 1);
         if (forced[0]) unsetenv("GDN_CUDA_CE_ROWS");
+        if (bv[0]) unsetenv("GDN_CUDA_DR_BV");
     }
     printf("%d checks, %d failed\n", g_checks, g_failures);
     return g_failures ? 1 : 0;

@@ -1,8 +1,9 @@
 // cuda_emu.cc: the CPU side of cuda/emu.cuh. A fiber scheduler that runs one kernel block at a time
-// (one ucontext fiber per CUDA thread, switching only at __syncthreads and warp shuffles), and the
-// subset of the CUDA runtime and cuBLASLt that cuda/*.cu calls, implemented on host memory.
-// Built and used only by tests/gpu/emu_check.sh. EMU_ORDER=reverse runs the fibers of a block in
-// reverse order (a missing barrier then shows up in the other direction).
+// (one ucontext fiber per CUDA thread, switching only at __syncthreads and warp-level instructions:
+// shuffles, __syncwarp, ldmatrix, mma), and the subset of the CUDA runtime and cuBLASLt that cuda/*.cu
+// calls, implemented on host memory. Built and used only by tests/gpu/emu_check.sh. EMU_ORDER=reverse
+// runs the warps of a block, and the lanes of a warp, in reverse order (a missing barrier then shows up
+// in the other direction) and completes cp.async copies at issue rather than at their wait.
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,13 +36,24 @@ uint3 *cur_tid;
 uint3 block_idx;
 dim3 block_dim, grid_dim;
 
-enum State { RUNNABLE, AT_BAR, AT_SHFL, DONE };
+enum State { RUNNABLE, AT_BAR, AT_SHFL, AT_COLL, DONE };
+typedef void (*WarpFn)(void *const lanes[32]);
+struct AsyncCopy {
+    void *dst;
+    const void *src;
+    int bytes;
+    long group; // the commit group it belongs to (the count of commits before it was issued)
+};
 struct Fiber {
     ucontext_t ctx;
     uint3 tid;
     State st;
     uint64_t shfl_val, shfl_res;
     int shfl_mask;
+    WarpFn coll_fn; // warp collective: the function run once all 32 lanes arrive, and this lane's data
+    void *coll_data;
+    std::vector<AsyncCopy> copies; // cp.async issued and not yet retired by a wait_group
+    long commits;
 };
 static const size_t STACK_BYTES = 256 * 1024;
 static std::vector<Fiber> g_fibers;
@@ -50,7 +62,12 @@ static ucontext_t g_sched;
 static Fiber *g_cur;
 static const std::function<void()> *g_body;
 static unsigned char *g_smem;
-static size_t g_smem_cap;
+static size_t g_smem_cap, g_smem_bytes;
+static const char *g_kernel;
+// cp.async completion: deferred to the wait_group that retires it (a read before the wait sees NaN), or
+// eager, at issue (a prefetch that overwrites data other warps still read shows up). EMU_CP_ASYNC=
+// deferred|eager; by default deferred when threads run in order and eager when reversed.
+static bool g_cp_eager;
 static const size_t GUARD = 256;
 static long g_launches;
 
@@ -58,6 +75,9 @@ void *dyn_smem() { return g_smem; }
 
 static void fiber_entry() {
     (*g_body)();
+    if (!g_cur->copies.empty())
+        emu_die("%s block (%u,%u,%u) thread %u: exits with %zu cp.async copies never waited for", g_kernel,
+                block_idx.x, block_idx.y, block_idx.z, g_cur->tid.x, g_cur->copies.size());
     g_cur->st = DONE;
     swapcontext(&g_cur->ctx, &g_sched); // never resumed
 }
@@ -65,6 +85,128 @@ static void fiber_entry() {
 void syncthreads() {
     g_cur->st = AT_BAR;
     swapcontext(&g_cur->ctx, &g_sched);
+}
+
+static bool in_dyn_smem(const void *p, size_t bytes) {
+    const unsigned char *c = (const unsigned char *)p;
+    return c >= g_smem && c + bytes <= g_smem + g_smem_bytes;
+}
+
+static void warp_collective(WarpFn fn, void *data) {
+    g_cur->coll_fn = fn;
+    g_cur->coll_data = data;
+    g_cur->st = AT_COLL;
+    swapcontext(&g_cur->ctx, &g_sched);
+}
+
+static void syncwarp_fn(void *const[32]) {}
+void syncwarp() { warp_collective(syncwarp_fn, NULL); }
+
+struct LdsmLane {
+    const uint16_t *addr;
+    uint32_t r[4];
+    int nmat, trans;
+};
+static void ldmatrix_fn(void *const lanes[32]) {
+    LdsmLane *L[32];
+    for (int l = 0; l < 32; l++) L[l] = (LdsmLane *)lanes[l];
+    const int nmat = L[0]->nmat, trans = L[0]->trans;
+    for (int l = 0; l < 32; l++)
+        if (L[l]->nmat != nmat || L[l]->trans != trans) emu_die("%s: lanes of one warp at different ldmatrix forms", g_kernel);
+    for (int l = 0; l < 8 * nmat; l++) {
+        if ((uintptr_t)L[l]->addr & 15) emu_die("%s: ldmatrix row address of lane %d not 16-byte aligned", g_kernel, l);
+        if (!in_dyn_smem(L[l]->addr, 16))
+            emu_die("%s: ldmatrix row address of lane %d outside the %zu bytes of dynamic shared memory", g_kernel, l,
+                    g_smem_bytes);
+    }
+    for (int l = 0; l < 32; l++) {
+        const int g = l >> 2, t = l & 3;
+        for (int m = 0; m < nmat; m++) {
+            uint16_t lo, hi;
+            if (!trans) { // this lane: row g, columns 2t, 2t+1 of matrix m
+                lo = L[8 * m + g]->addr[2 * t];
+                hi = L[8 * m + g]->addr[2 * t + 1];
+            } else { // transposed: rows 2t, 2t+1, column g
+                lo = L[8 * m + 2 * t]->addr[g];
+                hi = L[8 * m + 2 * t + 1]->addr[g];
+            }
+            L[l]->r[m] = (uint32_t)lo | ((uint32_t)hi << 16);
+        }
+    }
+}
+void ldmatrix(uint32_t *r, int nmat, bool trans, const void *row_addr) {
+    if (nmat != 1 && nmat != 2 && nmat != 4) emu_die("%s: ldmatrix .x%d", g_kernel, nmat);
+    LdsmLane me = {(const uint16_t *)row_addr, {0, 0, 0, 0}, nmat, trans ? 1 : 0};
+    warp_collective(ldmatrix_fn, &me);
+    for (int m = 0; m < nmat; m++) r[m] = me.r[m];
+}
+
+static float bf16_bits_to_float(uint32_t half) {
+    uint32_t u = half << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+struct MmaLane {
+    float d[4];
+    uint32_t a[4], b[2];
+};
+static void mma_fn(void *const lanes[32]) {
+    double A[16][16], B[16][8], C[16][8];
+    for (int l = 0; l < 32; l++) {
+        const MmaLane *m = (const MmaLane *)lanes[l];
+        const int g = l >> 2, t = l & 3;
+        for (int x = 0; x < 2; x++) {
+            A[g][2 * t + x] = bf16_bits_to_float(m->a[0] >> (16 * x) & 0xffff);
+            A[g + 8][2 * t + x] = bf16_bits_to_float(m->a[1] >> (16 * x) & 0xffff);
+            A[g][8 + 2 * t + x] = bf16_bits_to_float(m->a[2] >> (16 * x) & 0xffff);
+            A[g + 8][8 + 2 * t + x] = bf16_bits_to_float(m->a[3] >> (16 * x) & 0xffff);
+            B[2 * t + x][g] = bf16_bits_to_float(m->b[0] >> (16 * x) & 0xffff);
+            B[8 + 2 * t + x][g] = bf16_bits_to_float(m->b[1] >> (16 * x) & 0xffff);
+            C[g][2 * t + x] = m->d[x];
+            C[g + 8][2 * t + x] = m->d[2 + x];
+        }
+    }
+    for (int l = 0; l < 32; l++) {
+        MmaLane *m = (MmaLane *)lanes[l];
+        const int g = l >> 2, t = l & 3;
+        for (int h = 0; h < 2; h++)
+            for (int x = 0; x < 2; x++) {
+                const int row = g + 8 * h, col = 2 * t + x;
+                double s = C[row][col];
+                for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
+                m->d[2 * h + x] = (float)s;
+            }
+    }
+}
+void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    MmaLane me = {{d[0], d[1], d[2], d[3]}, {a[0], a[1], a[2], a[3]}, {b0, b1}};
+    warp_collective(mma_fn, &me);
+    for (int x = 0; x < 4; x++) d[x] = me.d[x];
+}
+
+void cp_async(void *dst, const void *src, int bytes) {
+    if (bytes != 16 && bytes != 4) emu_die("%s: cp.async of %d bytes", g_kernel, bytes);
+    if (((uintptr_t)dst | (uintptr_t)src) & (uintptr_t)(bytes - 1))
+        emu_die("%s: cp.async of %d bytes with a misaligned address (dst %p, src %p)", g_kernel, bytes, dst, src);
+    if (!in_dyn_smem(dst, bytes))
+        emu_die("%s: cp.async destination outside the %zu bytes of dynamic shared memory", g_kernel, g_smem_bytes);
+    if (g_cp_eager)
+        memcpy(dst, src, bytes);
+    else
+        g_cur->copies.push_back(AsyncCopy{dst, src, bytes, g_cur->commits});
+}
+void cp_async_commit() { g_cur->commits++; }
+void cp_async_wait(int newest_pending) {
+    std::vector<AsyncCopy> &q = g_cur->copies;
+    size_t keep = 0;
+    for (size_t x = 0; x < q.size(); x++) {
+        if (q[x].group < g_cur->commits - newest_pending)
+            memcpy(q[x].dst, q[x].src, q[x].bytes);
+        else
+            q[keep++] = q[x];
+    }
+    q.resize(keep);
 }
 
 uint64_t shfl_xor(uint64_t v, int lane_mask) {
@@ -75,46 +217,73 @@ uint64_t shfl_xor(uint64_t v, int lane_mask) {
     return g_cur->shfl_res;
 }
 
-static void run_block(const char *name, int nt, bool reverse) {
-    for (;;) {
-        for (int x = 0; x < nt; x++) {
-            Fiber *f = &g_fibers[reverse ? nt - 1 - x : x];
-            if (f->st != RUNNABLE) continue;
-            g_cur = f;
-            cur_tid = &f->tid;
-            swapcontext(&g_sched, &f->ctx);
+// Releases warp w if all 32 of its lanes wait at the same warp-level instruction (a collective or a
+// shuffle): performs it and makes the lanes runnable. Returns whether it did.
+static bool release_warp(const char *name, int nt, int w) {
+    const int l0 = w * 32, n = nt - l0 < 32 ? nt - l0 : 32;
+    int at_coll = 0, at_shfl = 0;
+    for (int l = 0; l < n; l++) {
+        at_coll += g_fibers[l0 + l].st == AT_COLL;
+        at_shfl += g_fibers[l0 + l].st == AT_SHFL;
+    }
+    if (at_coll == 32) {
+        void *data[32];
+        for (int l = 0; l < 32; l++) {
+            if (g_fibers[l0 + l].coll_fn != g_fibers[l0].coll_fn)
+                emu_die("%s block (%u,%u,%u) warp %d: lanes at different warp-collective instructions", name,
+                        block_idx.x, block_idx.y, block_idx.z, w);
+            data[l] = g_fibers[l0 + l].coll_data;
         }
-        int live = 0, at_bar = 0, at_shfl = 0;
+        g_fibers[l0].coll_fn(data);
+    } else if (at_shfl == 32) {
+        for (int l = 0; l < 32; l++) {
+            int src = l ^ g_fibers[l0 + l].shfl_mask;
+            if (src < 0 || src >= 32) emu_die("%s: shuffle lane mask %d out of range", name, g_fibers[l0 + l].shfl_mask);
+            g_fibers[l0 + l].shfl_res = g_fibers[l0 + src].shfl_val;
+        }
+    } else {
+        return false; // partial: a deadlock unless other lanes still run
+    }
+    for (int l = 0; l < 32; l++) g_fibers[l0 + l].st = RUNNABLE;
+    return true;
+}
+
+// Warp-serial schedule: each warp runs as far as it can (to __syncthreads or its end, its warp-level
+// instructions performed as soon as all its lanes reach them) before the next warp starts, warps and
+// lanes in order or reversed. Between two barriers one warp thus finishes before another begins, the
+// largest skew the hardware allows: a read of shared memory that another warp writes without a barrier
+// in between sees the NaN fill or stale data in one of the two orders.
+static void run_block(const char *name, int nt, bool reverse) {
+    const int nw = (nt + 31) / 32;
+    for (;;) {
+        for (int wi = 0; wi < nw; wi++) {
+            const int w = reverse ? nw - 1 - wi : wi, l0 = w * 32, n = nt - l0 < 32 ? nt - l0 : 32;
+            do {
+                for (int x = 0; x < n; x++) {
+                    Fiber *f = &g_fibers[l0 + (reverse ? n - 1 - x : x)];
+                    if (f->st != RUNNABLE) continue;
+                    g_cur = f;
+                    cur_tid = &f->tid;
+                    swapcontext(&g_sched, &f->ctx);
+                }
+            } while (release_warp(name, nt, w));
+        }
+        int live = 0, at_bar = 0, at_shfl = 0, at_coll = 0;
         for (int t = 0; t < nt; t++) {
             live += g_fibers[t].st != DONE;
             at_bar += g_fibers[t].st == AT_BAR;
             at_shfl += g_fibers[t].st == AT_SHFL;
+            at_coll += g_fibers[t].st == AT_COLL;
         }
         if (!live) return;
-        bool released = false;
-        for (int w = 0; w * 32 < nt; w++) { // warps whose 32 lanes all wait at a shuffle
-            int l0 = w * 32, n = nt - l0 < 32 ? nt - l0 : 32, waiting = 0;
-            for (int l = 0; l < n; l++) waiting += g_fibers[l0 + l].st == AT_SHFL;
-            if (!waiting) continue;
-            if (waiting != 32) continue; // partial: deadlock unless resolved otherwise
-            for (int l = 0; l < 32; l++) {
-                int src = l ^ g_fibers[l0 + l].shfl_mask;
-                if (src < 0 || src >= 32)
-                    emu_die("%s: shuffle lane mask %d out of range", name, g_fibers[l0 + l].shfl_mask);
-                g_fibers[l0 + l].shfl_res = g_fibers[l0 + src].shfl_val;
-            }
-            for (int l = 0; l < 32; l++) g_fibers[l0 + l].st = RUNNABLE;
-            released = true;
-        }
-        if (released) continue;
         if (at_bar == live) {
             for (int t = 0; t < nt; t++)
                 if (g_fibers[t].st == AT_BAR) g_fibers[t].st = RUNNABLE;
             continue;
         }
-        emu_die("%s block (%u,%u,%u): deadlock: %d threads live, %d at __syncthreads, %d at a warp shuffle "
-                "(a barrier or shuffle not reached by every thread)",
-                name, block_idx.x, block_idx.y, block_idx.z, live, at_bar, at_shfl);
+        emu_die("%s block (%u,%u,%u): deadlock: %d threads live, %d at __syncthreads, %d at a warp shuffle, %d at "
+                "another warp collective (a barrier or warp instruction not reached by every thread)",
+                name, block_idx.x, block_idx.y, block_idx.z, live, at_bar, at_shfl, at_coll);
     }
 }
 
@@ -122,6 +291,8 @@ void launch(const char *name, dim3 grid, dim3 block, size_t smem, const std::fun
     const int nt = (int)(block.x * block.y * block.z);
     const char *order = getenv("EMU_ORDER");
     const bool reverse = order && !strcmp(order, "reverse");
+    const char *cp = getenv("EMU_CP_ASYNC");
+    g_cp_eager = cp ? !strcmp(cp, "eager") : reverse;
     g_launches++;
     while ((int)g_fibers.size() < nt) {
         g_fibers.emplace_back();
@@ -133,6 +304,8 @@ void launch(const char *name, dim3 grid, dim3 block, size_t smem, const std::fun
         g_smem = (unsigned char *)malloc(g_smem_cap);
     }
     g_body = &body;
+    g_kernel = name;
+    g_smem_bytes = smem;
     block_dim = block;
     grid_dim = grid;
     for (unsigned bz = 0; bz < grid.z; bz++)
@@ -145,6 +318,8 @@ void launch(const char *name, dim3 grid, dim3 block, size_t smem, const std::fun
                     Fiber *f = &g_fibers[t];
                     f->tid = make_uint3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
                     f->st = RUNNABLE;
+                    f->copies.clear();
+                    f->commits = 0;
                     getcontext(&f->ctx);
                     f->ctx.uc_stack.ss_sp = g_stacks[t];
                     f->ctx.uc_stack.ss_size = STACK_BYTES;
@@ -244,6 +419,14 @@ cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t width, size_t
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind, cudaStream_t) {
     memmove(dst, src, n);
+    return cudaSuccess;
+}
+// Blocks per multiprocessor by shared memory (228 KB per SM, 1 KB reserved per block) and threads
+// (2048 per SM), as an sm_90 would allow without counting registers.
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *, int threads, size_t smem) {
+    int by_smem = (int)(233472 / (smem + 1024)), by_threads = 2048 / (threads > 0 ? threads : 1);
+    *n = by_smem < by_threads ? by_smem : by_threads;
+    if (*n > 32) *n = 32;
     return cudaSuccess;
 }
 cudaError_t cudaFuncSetAttribute(const void *, enum cudaFuncAttribute, int value) {
