@@ -61,7 +61,9 @@ sys.exit(0 if cos >= 0.99999 and rel <= 1e-4 else 1)
 PY
 fi
 if has fla_train; then
-  stage fla_train python3 scripts/fla_ref.py train "$W/hf_init" "$DATA" "${FLA_STEPS:-20}"
+  # FLA_LOG=file: FLA's losses from an earlier run of this stage (same init seed, data and schedule)
+  if [ -n "${FLA_LOG:-}" ]; then cp "$FLA_LOG" "$OUT/fla_train.log"; RESULT[fla_train]="stored $FLA_LOG"
+  else stage fla_train python3 scripts/fla_ref.py train "$W/hf_init" "$DATA" "${FLA_STEPS:-20}"; fi
   stage gdn_train_parity ./gdn train --config configs/gdn-300m.yaml --load "$W/ckpt_init" --finetune \
       --train_data_path "$DATA" --data_order fla --micro_batch_size 16 --global_batch_size 16 \
       --train_iters "${FLA_STEPS:-20}" --lr_warmup_iters 2 --log_interval 1 --device cuda \
