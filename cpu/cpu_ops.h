@@ -101,6 +101,10 @@ void cpu_delta_rule_recurrent_bwd(void *dQ, void *dK, int lddqk, void *dV, int l
                                   int ldqk, const void *v, int ldv, const float *beta, const float *gamma, int B,
                                   int T, int H, int HV, int dk, int dv, float scale);
 
+// dq/dk group sums shared by both delta-rule backward forms (cpu/delta_rule_recurrent.c).
+void cpu_sum_gva_groups(float *dq, float *dK, int lddqk, const float *dqs, const float *dks, int B, int T, int H,
+                        int HV, int dk);
+
 // ---- tied lm head + cross-entropy (cpu/lmhead_ce.c). dE may be NULL (then only dy is produced).
 void cpu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets, int N,
                    int h, int V, float loss_scale);

@@ -190,23 +190,31 @@ void cpu_delta_rule_recurrent_bwd(void *dq_, void *dk_, int lddqk, void *dv_, in
             free(ckpt);
         }
     if (G > 1) {
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++) {
-                size_t n = (size_t)b * T + t;
-                for (int i = 0; i < H; i++)
-                    for (int d = 0; d < dk; d++) {
-                        float sq = 0, sk = 0;
-                        for (int r = 0; r < G; r++) {
-                            size_t src = (((size_t)b * HV + i * G + r) * T + t) * dk + d;
-                            sq += dqs[src];
-                            sk += dks[src];
-                        }
-                        dq[n * lddqk + (size_t)i * dk + d] = sq;
-                        dK[n * lddqk + (size_t)i * dk + d] = sk;
-                    }
-            }
+        cpu_sum_gva_groups(dq, dK, lddqk, dqs, dks, B, T, H, HV, dk);
         free(dqs);
         free(dks);
     }
+}
+
+// dq/dk of a q/k head shared by G = HV/H v heads: per-v-head rows dqs/dks [B, HV, T, dk] summed over the
+// group in head order (deterministic), written to dq/dK rows of stride lddqk.
+void cpu_sum_gva_groups(float *dq, float *dK, int lddqk, const float *dqs, const float *dks, int B, int T, int H,
+                        int HV, int dk) {
+    int G = HV / H;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            size_t n = (size_t)b * T + t;
+            for (int i = 0; i < H; i++)
+                for (int d = 0; d < dk; d++) {
+                    float sq = 0, sk = 0;
+                    for (int r = 0; r < G; r++) {
+                        size_t src = (((size_t)b * HV + i * G + r) * T + t) * dk + d;
+                        sq += dqs[src];
+                        sk += dks[src];
+                    }
+                    dq[n * lddqk + (size_t)i * dk + d] = sq;
+                    dK[n * lddqk + (size_t)i * dk + d] = sk;
+                }
+        }
 }
