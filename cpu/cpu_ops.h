@@ -101,7 +101,8 @@ void cpu_delta_rule_recurrent_bwd(void *dQ, void *dK, int lddqk, void *dV, int l
                                   int ldqk, const void *v, int ldv, const float *beta, const float *gamma, int B,
                                   int T, int H, int HV, int dk, int dv, float scale);
 
-// dq/dk group sums shared by both delta-rule backward forms (cpu/delta_rule_recurrent.c).
+// Shared by both delta-rule forms (cpu/delta_rule_recurrent.c): shape checks, and the dq/dk group sums.
+void cpu_delta_check_dims(const char *op, int B, int T, int H, int HV, int dk, int dv);
 void cpu_sum_gva_groups(float *dq, float *dK, int lddqk, const float *dqs, const float *dks, int B, int T, int H,
                         int HV, int dk);
 

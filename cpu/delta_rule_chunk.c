@@ -167,17 +167,11 @@ static void chunk_scores(Work *w, int Lc, float scale) {
         for (int c = 0; c < Lc; c++) w->Sm[r * C + c] = w->QK[r * C + c] * (scale * w->Gam[r * C + c]);
 }
 
-static void check_dims(const char *op, int B, int T, int H, int HV, int dk, int dv) {
-    if (B < 0 || T < 0 || H <= 0 || HV <= 0 || dk <= 0 || dv <= 0)
-        die("cpu backend, %s: bad shape B=%d T=%d H=%d HV=%d dk=%d dv=%d", op, B, T, H, HV, dk, dv);
-    if (HV % H) die("cpu backend, %s: v heads HV=%d must be a multiple of q/k heads H=%d", op, HV, H);
-}
-
 void cpu_delta_rule_fwd(void *o_, int ldo, void *h_save_, float *state, const void *q_, const void *k_, int ldqk,
                         const void *v_, int ldv, const float *beta, const float *gamma, int B, int T, int H, int HV,
                         int dk, int dv, float scale) {
     CPU_REQUIRE(o_ && q_ && k_ && v_ && beta && gamma, "delta_rule_fwd", "NULL pointer (o, q, k, v, beta, gamma)");
-    check_dims("delta_rule_fwd", B, T, H, HV, dk, dv);
+    cpu_delta_check_dims("delta_rule_fwd", B, T, H, HV, dk, dv);
     float *o = o_, *h_save = h_save_;
     const float *q = q_, *k = k_, *v = v_;
     int G = HV / H, NT = (T + C - 1) / C;
@@ -354,7 +348,7 @@ void cpu_delta_rule_bwd(void *dq_, void *dk_, int lddqk, void *dv_, int lddv, fl
                         int dk, int dv, float scale) {
     CPU_REQUIRE(dq_ && dk_ && dv_ && dbeta && dgamma && do__ && q_ && k_ && v_ && beta && gamma, "delta_rule_bwd",
                 "NULL pointer (dq, dk, dv, dbeta, dgamma, do, q, k, v, beta, gamma)");
-    check_dims("delta_rule_bwd", B, T, H, HV, dk, dv);
+    cpu_delta_check_dims("delta_rule_bwd", B, T, H, HV, dk, dv);
     float *dq = dq_, *dK = dk_, *dV = dv_;
     const float *dO = do__, *h_save = h_save_, *q = q_, *k = k_, *v = v_;
     int G = HV / H, NT = (T + C - 1) / C;

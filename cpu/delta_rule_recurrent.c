@@ -13,7 +13,8 @@
 
 enum { SEG = CPU_DELTA_CHUNK }; // checkpoint spacing = the chunk size, so h_save doubles as the checkpoints
 
-static void check_dims(const char *op, int B, int T, int H, int HV, int dk, int dv) {
+// Shape rules shared by both delta-rule forms.
+void cpu_delta_check_dims(const char *op, int B, int T, int H, int HV, int dk, int dv) {
     if (B < 0 || T < 0 || H <= 0 || HV <= 0 || dk <= 0 || dv <= 0)
         die("cpu backend, %s: bad shape B=%d T=%d H=%d HV=%d dk=%d dv=%d", op, B, T, H, HV, dk, dv);
     if (HV % H) die("cpu backend, %s: v heads HV=%d must be a multiple of q/k heads H=%d", op, HV, H);
@@ -45,7 +46,7 @@ void cpu_delta_rule_recurrent_fwd(void *o_, int ldo, void *h_save_, float *state
                                   int T, int H, int HV, int dk, int dv, float scale) {
     CPU_REQUIRE(o_ && q_ && k_ && v_ && beta && gamma, "delta_rule_recurrent_fwd",
                 "NULL pointer (o, q, k, v, beta, gamma)");
-    check_dims("delta_rule_recurrent_fwd", B, T, H, HV, dk, dv);
+    cpu_delta_check_dims("delta_rule_recurrent_fwd", B, T, H, HV, dk, dv);
     float *o = o_, *h_save = h_save_;
     const float *q = q_, *k = k_, *v = v_;
     int G = HV / H, NT = (T + SEG - 1) / SEG;
@@ -133,7 +134,7 @@ void cpu_delta_rule_recurrent_bwd(void *dq_, void *dk_, int lddqk, void *dv_, in
                                   int T, int H, int HV, int dk, int dv, float scale) {
     CPU_REQUIRE(dq_ && dk_ && dv_ && dbeta && dgamma && do__ && q_ && k_ && v_ && beta && gamma,
                 "delta_rule_recurrent_bwd", "NULL pointer (dq, dk, dv, dbeta, dgamma, do, q, k, v, beta, gamma)");
-    check_dims("delta_rule_recurrent_bwd", B, T, H, HV, dk, dv);
+    cpu_delta_check_dims("delta_rule_recurrent_bwd", B, T, H, HV, dk, dv);
     float *dq = dq_, *dK = dk_, *dV = dv_;
     const float *dO = do__, *h_save = h_save_, *q = q_, *k = k_, *v = v_;
     int G = HV / H, NT = (T + SEG - 1) / SEG;
