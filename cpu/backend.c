@@ -69,6 +69,7 @@ static const Backend cpu_backend = {
     .swiglu_bwd = cpu_swiglu_bwd,
     .lmhead_ce = cpu_lmhead_ce,
     .lmhead_logits = cpu_lmhead_logits,
+    .logits_stats = cpu_logits_stats,
     .sum = cpu_sum,
     .sumsq = cpu_sumsq,
     .adamw = cpu_adamw,

@@ -110,6 +110,7 @@ void cpu_sum_gva_groups(float *dq, float *dK, int lddqk, const float *dqs, const
 void cpu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets, int N,
                    int h, int V, float loss_scale);
 void cpu_lmhead_logits(float *logits, const void *y, const void *E, int N, int h, int V);
+void cpu_logits_stats(int32_t *argmax, float *logprob, const float *logits, const int32_t *targets, int rows, int V);
 
 // ---- optimizer (cpu/adamw.c); p_act must be NULL or p (fp32 activations share the master copy)
 void cpu_adamw(float *p, void *p_act, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,

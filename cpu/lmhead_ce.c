@@ -73,3 +73,23 @@ void cpu_lmhead_logits(float *logits, const void *y, const void *E, int N, int h
     if (N <= 0 || V <= 0) return;
     cpu_gemm(0, 1, N, V, h, 1.0f, y, h, E, h, 0.0f, logits, V);
 }
+
+// Max and log-sum-exp in double (the reference the CUDA kernel's fp32 tree is checked against).
+void cpu_logits_stats(int32_t *argmax, float *logprob, const float *logits, const int32_t *targets, int rows, int V) {
+    CPU_REQUIRE(argmax && logits && (!logprob || targets), "logits_stats", "NULL pointer (argmax, logits, targets)");
+    CPU_REQUIRE(rows >= 0 && V > 0, "logits_stats", "bad shape rows=%d V=%d", rows, V);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *l = logits + (size_t)r * V;
+        int32_t best = 0;
+        for (int v = 1; v < V; v++)
+            if (l[v] > l[best]) best = v;
+        argmax[r] = best;
+        if (!logprob) continue;
+        int32_t t = targets[r];
+        if (t < 0 || t >= V) die("cpu backend, logits_stats: target id %d at row %d is outside the vocabulary [0, %d)", t, r, V);
+        double mx = l[best], z = 0;
+        for (int v = 0; v < V; v++) z += exp((double)l[v] - mx);
+        logprob[r] = (float)((double)l[t] - mx - log(z));
+    }
+}

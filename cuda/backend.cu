@@ -163,6 +163,40 @@ template <typename T> static void cu_from_act(float *dst, const void *src, size_
 }
 
 // ---------------------------------------------------------------------------------------------------
+// graphs: a decode step is ~160 small kernels; replaying them as one graph removes the per-launch host
+// cost that otherwise bounds batch-1 decoding.
+
+#ifdef GDN_EMU // the emulator runs kernels at launch: nothing to record
+static int cu_capture_begin(void) { return -1; }
+static void *cu_capture_end(void) { return NULL; }
+static void cu_graph_launch(void *) {}
+static void cu_graph_free(void *) {}
+#else
+static int cu_capture_begin(void) {
+    if (g_cu.debug) return -1; // debug mode synchronises after every launch, which a capture forbids
+    return cudaStreamBeginCapture(g_cu.stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess ? 0 : -1;
+}
+static void *cu_capture_end(void) {
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaError_t e = cudaStreamEndCapture(g_cu.stream, &graph);
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); // a failed capture leaves its error behind; the caller runs the ops directly
+        return NULL;
+    }
+    return exec;
+}
+static void cu_graph_launch(void *g) { CU_CHECK(cudaGraphLaunch((cudaGraphExec_t)g, g_cu.stream)); }
+static void cu_graph_free(void *g) {
+    if (!g) return;
+    CU_CHECK(cudaStreamSynchronize(g_cu.stream));
+    CU_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)g));
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------------
 // device and tables
 
 static int cu_init(char *err, size_t errlen) {
@@ -214,6 +248,10 @@ static void fill_table(Backend *b, int use_bf16) {
     b->memcpy_d2d = cu_memcpy_d2d;
     b->memset0 = cu_memset0;
     b->sync = cu_sync;
+    b->capture_begin = cu_capture_begin;
+    b->capture_end = cu_capture_end;
+    b->graph_launch = cu_graph_launch;
+    b->graph_free = cu_graph_free;
     b->to_act = use_bf16 ? cu_to_act<bf16> : cu_to_act<float>;
     b->from_act = use_bf16 ? cu_from_act<bf16> : cu_from_act<float>;
     cu_register_elementwise(b, use_bf16);

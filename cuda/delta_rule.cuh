@@ -346,6 +346,9 @@ void dr_tc_bwd(const DrArgs &a);
 bool dr_use_tc(bool act_bf16, int dk, int dv);
 // dv tile width (16 or 32) for a serial kernel with these two instantiations: the one needing fewer waves.
 int dr_tc_pick_bv(const DrArgs &a, const void *k16, size_t smem16, const void *k32, size_t smem32);
+// Token-by-token forward for decoding (delta_rule_decode.cu): calls with T <= DR_DECODE_MAX_T and no h_save.
+enum { DR_DECODE_MAX_T = 16 };
+template <typename T> void dr_decode_fwd(const DrArgs &a);
 // Forward pieces reused by the backward when h_save is NULL (to rebuild h).
 void dr_tc_fwd_intra(const DrArgs &a);
 void dr_tc_fwd_state(const DrArgs &a);

@@ -331,6 +331,10 @@ static void cu_delta_rule_fwd(void *o, int ldo, void *h_save, float *state, cons
     a.scale = scale;
     a.q = q, a.k = k, a.v = v, a.ldqk = ldqk, a.ldv = ldv, a.beta = beta, a.gamma = gamma;
     a.o = o, a.ldo = ldo, a.state = state;
+    if (!h_save && T_ <= DR_DECODE_MAX_T) { // decode: no chunk work
+        dr_decode_fwd<T>(a);
+        return;
+    }
     const size_t rows = (size_t)B * HV * T_, states = (size_t)B * HV * a.NT * dk * dv;
     a.Gc = (float *)cu_scratch(rows * sizeof(float), "delta_rule_fwd");
     a.W = cu_scratch(rows * dk * sizeof(T), "delta_rule_fwd");

@@ -104,7 +104,57 @@ template <typename T> static void cu_lmhead_logits(float *logits, const void *y,
     }
 }
 
+// One block per row: per thread an online max (first index on ties) and sum of exp, then fixed-order block
+// reductions: max, the lowest index holding it, the rescaled sum.
+enum { STATS_THREADS = 1024 };
+__global__ void logits_stats_kernel(int32_t *argmax, float *logprob, const float *logits, const int32_t *targets,
+                                    int V, CuDevError *err) {
+    const int r = blockIdx.x;
+    const float *l = logits + (size_t)r * V;
+    float mx = -INFINITY, se = 0.0f;
+    int best = V;
+    for (int c = threadIdx.x; c < V; c += blockDim.x) {
+        float x = l[c];
+        if (x > mx) {
+            se = se * expf(mx - x) + 1.0f;
+            mx = x;
+            best = c;
+        } else {
+            se += expf(x - mx);
+        }
+    }
+    const float M = block_max(mx);
+    __shared__ int idx[STATS_THREADS / 32];
+    int cand = mx == M ? best : V;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) cand = min(cand, __shfl_xor_sync(0xffffffffu, cand, o));
+    if ((threadIdx.x & 31) == 0) idx[threadIdx.x >> 5] = cand;
+    const float S = logprob ? block_sum(mx == -INFINITY ? 0.0f : se * expf(mx - M)) : 0.0f;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    int b = idx[0];
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) b = min(b, idx[w]);
+    argmax[r] = b < V ? b : 0; // all NaN or -inf: 0, as the CPU twin
+    if (!logprob) return;
+    int t = targets[r];
+    if (t < 0 || t >= V) {
+        dev_report(err, CU_ERR_TARGET_ID, r, t, V);
+        logprob[r] = NAN;
+        return;
+    }
+    logprob[r] = l[t] - (M + logf(S));
+}
+
+static void cu_logits_stats(int32_t *argmax, float *logprob, const float *logits, const int32_t *targets, int rows,
+                            int V) {
+    CU_REQUIRE(argmax && logits && (!logprob || targets), "logits_stats", "NULL pointer (argmax, logits, targets)");
+    CU_REQUIRE(rows >= 0 && V > 0, "logits_stats", "bad shape rows=%d V=%d", rows, V);
+    cu_launch("logits_stats", logits_stats_kernel, dim3((unsigned)rows), dim3(STATS_THREADS), 0, argmax, logprob, logits,
+              targets, V, g_cu.err_dev);
+}
+
 void cu_register_lmhead(Backend *b, int use_bf16) {
+    b->logits_stats = cu_logits_stats;
     b->lmhead_ce = use_bf16 ? cu_lmhead_ce<bf16> : cu_lmhead_ce<float>;
     b->lmhead_logits = use_bf16 ? cu_lmhead_logits<bf16> : cu_lmhead_logits<float>;
 }

@@ -52,42 +52,61 @@ int cmd_generate(int argc, char **argv) {
     for (int b = 0; b < B; b++) model_logits(m, b * (int)n + (int)n - 1, 1, logits + (size_t)b * V);
     double t_prefill = now_sec() - t0;
     if (!quiet) { fputs(prompt, stdout); fflush(stdout); }
-    size_t printed = 0;
+    // Greedy without a repetition penalty picks on the device: only the B chosen ids come back per step.
+    int device_greedy = (sc.greedy || sc.temperature <= 0) && sc.repetition_penalty == 1.0f;
+    size_t print_from = n; // streaming: seq[print_from..] is not printed yet
     int32_t *next = xmalloc((size_t)B * sizeof(int32_t));
     t0 = now_sec();
+    double t_steady = 0; // from the third step on: past the first direct run and the graph recording
     int produced = 0;
     for (int i = 0; i < max_new; i++) {
-        for (int b = 0; b < B; b++) {
-            uint64_t r = rng + (uint64_t)b * 0x9e3779b97f4a7c15ull;
-            next[b] = sample_next(logits + (size_t)b * V, V, &sc, seq, (int)n + i, &r);
-            if (b == 0) rng = r;
-        }
+        if (i == 2) { m->be->sync(); t_steady = now_sec(); }
+        if (i == 0 || !device_greedy)
+            for (int b = 0; b < B; b++) {
+                uint64_t r = rng + (uint64_t)b * 0x9e3779b97f4a7c15ull;
+                next[b] = sample_next(logits + (size_t)b * V, V, &sc, seq, (int)n + i, &r);
+                if (b == 0) rng = r;
+            }
         seq[n + i] = next[0];
         produced++;
-        if (!quiet) { // stream: print what decodes cleanly so far (a partial UTF-8 tail waits)
+        if (!quiet) { // stream what decodes cleanly so far (a partial UTF-8 tail waits for its next token)
             size_t len;
-            char *txt = tok_decode(im.tok, seq + n, (size_t)i + 1, 1, &len);
-            size_t end = len;
-            if (len >= 3 && !memcmp(txt + len - 3, "\xef\xbf\xbd", 3)) end = printed > len - 3 ? printed : len - 3;
-            if (end > printed) { fwrite(txt + printed, 1, end - printed, stdout); fflush(stdout); printed = end; }
+            char *txt = tok_decode(im.tok, seq + print_from, n + i + 1 - print_from, 1, &len);
+            int partial = len >= 3 && !memcmp(txt + len - 3, "\xef\xbf\xbd", 3);
+            if (!partial) {
+                fwrite(txt, 1, len, stdout);
+                fflush(stdout);
+                print_from = n + i + 1;
+            }
             free(txt);
         }
         if (next[0] == tok_eos_id(im.tok) && B == 1) break;
         if (i + 1 < max_new) {
-            model_forward_state(m, next, B, 1, st);
-            model_logits(m, 0, B, logits);
+            // greedy: the previous step's argmax is already on the device (fed when i > 0)
+            model_decode_step(m, st, device_greedy && i > 0 ? NULL : next, next, device_greedy ? NULL : logits);
         }
     }
     m->be->sync();
-    double t_decode = now_sec() - t0;
+    double t_end = now_sec(), t_decode = t_end - t0;
+    int steps = produced > 1 ? produced - 1 : 0; // the first token comes from the prefill's logits
+    char steady[160] = "";
+    if (produced > 5) // steps of iterations 2 .. produced-2
+        snprintf(steady, sizeof steady, "; steady state %.1f tokens/s, %.3f ms/step", (produced - 3) * B / (t_end - t_steady),
+                 (t_end - t_steady) * 1e3 / (produced - 3));
+    if (!quiet && print_from < n + (size_t)produced) { // a tail that never completed its UTF-8 sequence
+        size_t len;
+        char *txt = tok_decode(im.tok, seq + print_from, n + produced - print_from, 1, &len);
+        fwrite(txt, 1, len, stdout);
+        free(txt);
+    }
     if (!quiet) printf("\n");
     fflush(stdout);
     size_t state_bytes = (size_t)m->d.L * B *
                          (((size_t)2 * m->d.Kd + m->d.Vd) * (m->d.K - 1) + (size_t)m->d.HV * m->d.dk * m->d.dv) * 4;
     fprintf(stderr, "generate: prefill %zu tokens x %d in %.1f ms (%.0f tokens/s); decode %d steps x %d in %.1f ms "
-                    "(%.1f tokens/s, %.2f ms/step); recurrent state %.2f MiB, constant in length\n",
-            n, B, t_prefill * 1e3, n * B / t_prefill, produced, B, t_decode * 1e3, produced * B / t_decode,
-            t_decode * 1e3 / (produced ? produced : 1), state_bytes / 1048576.0);
+                    "(%.1f tokens/s, %.3f ms/step%s); recurrent state %.2f MiB, constant in length\n",
+            n, B, t_prefill * 1e3, n * B / t_prefill, steps, B, t_decode * 1e3, steps * B / t_decode,
+            t_decode * 1e3 / (steps ? steps : 1), steady, state_bytes / 1048576.0);
     infer_state_free(m, st);
     free(ids); free(seq); free(batch); free(logits); free(next);
     infer_close(&im);

@@ -13,51 +13,50 @@
 typedef struct {
     Model *m;
     int batch;
-    float *logits; // [max continuation, V]
-    int cap_rows;
 } ModelScorer;
 
+// Each batch: one forward, then the continuation rows' log-probabilities and argmaxes computed on the
+// backend (model_score_rows): only two floats/ints per scored token come back.
 static int score_batch(void *ctx, const LLRequest *reqs, int nreq, double *ll, int *greedy) {
     ModelScorer *ms = ctx;
     Model *m = ms->m;
-    int V = m->d.V;
     for (int r0 = 0; r0 < nreq; r0 += ms->batch) {
-        int nb = nreq - r0 < ms->batch ? nreq - r0 : ms->batch, T = 1;
+        int nb = nreq - r0 < ms->batch ? nreq - r0 : ms->batch, T = 1, rows = 0;
         for (int i = 0; i < nb; i++) {
             const LLRequest *q = &reqs[r0 + i];
             if (q->n < 2 || q->cont_len < 1 || q->cont_len >= q->n)
                 die("scorer: request %d has %d tokens and %d to score (need 1 <= scored < tokens)", r0 + i, q->n, q->cont_len);
             if (q->n - 1 > T) T = q->n - 1;
+            rows += q->cont_len;
         }
         int32_t *in = xcalloc((size_t)nb * T, sizeof(int32_t)); // padding with id 0: never read back
-        for (int i = 0; i < nb; i++) memcpy(in + (size_t)i * T, reqs[r0 + i].tokens, (size_t)(reqs[r0 + i].n - 1) * 4);
-        model_forward(m, in, nb, T);
+        int32_t *row = xmalloc((size_t)rows * sizeof(int32_t)), *tgt = xmalloc((size_t)rows * sizeof(int32_t));
+        int32_t *best = xmalloc((size_t)rows * sizeof(int32_t));
+        float *lp = xmalloc((size_t)rows * sizeof(float));
+        int k = 0;
         for (int i = 0; i < nb; i++) {
             const LLRequest *q = &reqs[r0 + i];
+            memcpy(in + (size_t)i * T, q->tokens, (size_t)(q->n - 1) * 4);
             int first = q->n - 1 - q->cont_len; // row predicting the first continuation token
-            if (q->cont_len > ms->cap_rows) {
-                ms->cap_rows = q->cont_len;
-                ms->logits = xrealloc(ms->logits, (size_t)ms->cap_rows * V * sizeof(float));
+            for (int j = 0; j < q->cont_len; j++, k++) {
+                row[k] = i * T + first + j;
+                tgt[k] = q->tokens[first + 1 + j];
             }
-            model_logits(m, i * T + first, q->cont_len, ms->logits);
+        }
+        model_forward(m, in, nb, T);
+        model_score_rows(m, row, tgt, rows, lp, best);
+        k = 0;
+        for (int i = 0; i < nb; i++) {
             double sum = 0;
             int all = 1;
-            for (int j = 0; j < q->cont_len; j++) {
-                const float *row = ms->logits + (size_t)j * V;
-                int32_t target = q->tokens[first + 1 + j], best = 0;
-                double mx = row[0];
-                for (int v = 1; v < V; v++)
-                    if (row[v] > row[best]) best = v;
-                mx = row[best];
-                double z = 0;
-                for (int v = 0; v < V; v++) z += exp((double)row[v] - mx);
-                sum += (double)row[target] - mx - log(z);
-                all &= best == target;
+            for (int j = 0; j < reqs[r0 + i].cont_len; j++, k++) {
+                sum += lp[k];
+                all &= best[k] == tgt[k];
             }
             ll[r0 + i] = sum;
             greedy[r0 + i] = all;
         }
-        free(in);
+        free(in); free(row); free(tgt); free(best); free(lp);
     }
     return 0;
 }
@@ -71,7 +70,7 @@ int eval_open_scorer(const char *load, const char *device, Scorer *out, char *er
     ms->m = model_create(&c, be, 0);
     model_set_params(ms->m, params);
     free(params);
-    ms->batch = strcmp(be->name, "cpu") ? 16 : 4;
+    ms->batch = strcmp(be->name, "cpu") ? 1 << 30 : 4; // GPU: the whole call (--batch-size) in one forward
     out->ctx = ms;
     out->max_length = 2048; // FLA GatedDeltaNetConfig max_position_embeddings, which lm-eval uses
     out->score = score_batch;

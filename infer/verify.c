@@ -88,14 +88,11 @@ int cmd_verify(int argc, char **argv) {
         }
         int32_t *gen = xmalloc((size_t)(max_new + 1) * sizeof(int32_t));
         int ng = 0;
+        int32_t nx = argmax_logit(logits, V);
         for (int i = 0; i < max_new; i++) {
-            int32_t nx = argmax_logit(logits, V);
             gen[ng++] = nx;
             if (nx == tok_eos_id(im.tok)) break;
-            if (i + 1 < max_new) {
-                model_forward_state(m, &nx, 1, 1, st);
-                model_logits(m, 0, 1, logits);
-            }
+            if (i + 1 < max_new) model_decode_step(m, st, i == 0 ? &nx : NULL, &nx, NULL); // argmax on the backend
         }
         char *cont = tok_decode(im.tok, gen, (size_t)ng, 1, NULL);
         int ok = isfinite(loss) && loss < threshold;

@@ -117,6 +117,11 @@ typedef struct Backend {
                       int N, int h, int V, float loss_scale);
     // logits[N, V] fp32 (inference, eval).
     void (*lmhead_logits)(float *logits, const void *y, const void *E, int N, int h, int V);
+    // Per row r of logits [rows, V] fp32: argmax[r] = index of the largest logit (ties: the lowest index, as
+    // torch.argmax); if logprob != NULL: logprob[r] = logits[r, targets[r]] - logsumexp(logits[r, :]).
+    // argmax, targets and logprob are backend memory (decode picks greedy tokens, eval scores, on the device).
+    void (*logits_stats)(int32_t *argmax, float *logprob, const float *logits, const int32_t *targets, int rows,
+                         int V);
 
     // ---- optimizer
     void (*sum)(float *out, const float *x, size_t n);   // out[0] = sum x (deterministic), backend memory
@@ -126,6 +131,14 @@ typedef struct Backend {
     // p_act (nullable) receives the updated p in act dtype (the GEMM compute copy).
     void (*adamw)(float *p, void *p_act, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                   float eps, float wd, int step, float gscale);
+
+    // ---- graphs (NULL where the backend has none, e.g. the CPU): ops issued between capture_begin and
+    // capture_end are recorded, not run; graph_launch replays them with the same pointers and shapes.
+    // Inside a capture nothing may synchronise or allocate (memcpy_h2d/d2h, alloc, free, sync).
+    int (*capture_begin)(void);        // 0 = capturing; nonzero = graphs unavailable (debug mode, emulator)
+    void *(*capture_end)(void);        // the replayable graph, or NULL if the capture failed
+    void (*graph_launch)(void *graph); // asynchronous, on the backend's stream
+    void (*graph_free)(void *graph);
 } Backend;
 
 const Backend *backend_cpu(void);

@@ -87,14 +87,21 @@ static void free_acts(Model *m) {
 // Sized for (B, T) on first use; a new shape re-allocates.
 static void ensure_acts(Model *m, int B, int T) {
     if (m->blk && B == m->B && T == m->T) return;
+    // Inference buffers are per row (no per-chunk states), so ones allocated for more rows serve fewer, and
+    // switching between prefill and decode keeps the pointers a recorded decode graph uses.
+    if (m->blk && !m->training && (size_t)B * T <= m->cap_N) {
+        m->B = B; m->T = T;
+        return;
+    }
     free_acts(m);
+    m->acts_gen++;
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
     ProjCols c = proj_cols(d);
     size_t N = (size_t)B * T, ab = (size_t)be->act_bytes, NT = (size_t)(T + NCHUNK - 1) / NCHUNK;
 #define ACT(n) be->alloc((size_t)(n) * ab)
 #define F32(n) be->alloc((size_t)(n) * sizeof(float))
-    m->B = B; m->T = T;
+    m->B = B; m->T = T; m->cap_N = N;
     m->ids = be->alloc(N * sizeof(int32_t));
     m->targets = be->alloc(N * sizeof(int32_t));
     m->emb = ACT(N * d->h);
@@ -142,6 +149,7 @@ void model_free(Model *m) {
     if (m->grads) { be->free(m->grads); be->free(m->adam_m); be->free(m->adam_v); }
     be->free(m->scalars);
     if (m->logits_buf) be->free(m->logits_buf);
+    if (m->score_idx) { be->free(m->score_idx); be->free(m->score_lp); be->free(m->score_y); }
     params_layout_free(&m->lay);
     free(m);
 }
@@ -227,19 +235,18 @@ void infer_state_reset(Model *m, InferState *st) {
 }
 void infer_state_free(Model *m, InferState *st) {
     if (!st) return;
+    if (st->graph) m->be->graph_free(st->graph);
+    if (st->tok) { m->be->free(st->tok); m->be->free(st->logits); }
     for (int l = 0; l < m->d.L; l++) { m->be->free(st->conv[l]); m->be->free(st->S[l]); }
     free(st->conv); free(st->S); free(st);
 }
 
-void model_forward_state(Model *m, const int32_t *ids, int B, int T, InferState *st) {
-    if (st && st->B != B) die("inference state holds %d sequences, batch has %d", st->B, B);
+// The forward from token ids already in backend memory (no host round trip: a decode graph records it).
+static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, InferState *st) {
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
     int N = B * T;
-    check_ids(m, ids, (size_t)N, "input");
-    ensure_acts(m, B, T);
-    be->memcpy_h2d(m->ids, ids, (size_t)N * sizeof(int32_t));
-    be->embedding_fwd(m->emb, m->ids, WA(m, m->lay.embeddings), N, d->h);
+    be->embedding_fwd(m->emb, ids_dev, WA(m, m->lay.embeddings), N, d->h);
     for (int l = 0; l < d->L; l++) {
         BlockActs *b = &m->blk[l];
         const LayerOffsets *w = &m->lay.layer[l];
@@ -254,6 +261,58 @@ void model_forward_state(Model *m, const int32_t *ids, int B, int T, InferState 
     }
     be->rmsnorm_fwd(m->y_final, m->rstd_final, m->s_final, m->out, m->blk[d->L - 1].s_mlp, PF(m, m->lay.norm), N,
                     d->h, d->eps);
+}
+
+void model_forward_state(Model *m, const int32_t *ids, int B, int T, InferState *st) {
+    if (st && st->B != B) die("inference state holds %d sequences, batch has %d", st->B, B);
+    check_ids(m, ids, (size_t)B * T, "input");
+    ensure_acts(m, B, T);
+    m->be->memcpy_h2d(m->ids, ids, (size_t)B * T * sizeof(int32_t));
+    forward_tokens(m, m->ids, B, T, st);
+}
+
+// forward of st->tok, logits, argmax into st->tok: everything a decode step does on the backend
+static void decode_ops(Model *m, InferState *st) {
+    forward_tokens(m, st->tok, st->B, 1, st);
+    m->be->lmhead_logits(st->logits, m->y_final, WA(m, m->lay.embeddings), st->B, m->d.h, m->d.V);
+    m->be->logits_stats(st->tok, NULL, st->logits, NULL, st->B, m->d.V);
+}
+
+void model_decode_step(Model *m, InferState *st, const int32_t *feed, int32_t *argmax_out, float *logits_out) {
+    const Backend *be = m->be;
+    int B = st->B, V = m->d.V;
+    if (!st->tok) {
+        st->tok = be->alloc((size_t)B * sizeof(int32_t));
+        st->logits = be->alloc((size_t)B * V * sizeof(float));
+    }
+    if (feed) {
+        check_ids(m, feed, (size_t)B, "decode input");
+        be->memcpy_h2d(st->tok, feed, (size_t)B * sizeof(int32_t));
+    } else if (!st->steps) {
+        die("model_decode_step: the first step needs the tokens to feed");
+    }
+    ensure_acts(m, B, 1);
+    if (st->graph && st->graph_gen != m->acts_gen) { // the activations moved: record again
+        be->graph_free(st->graph);
+        st->graph = NULL;
+    }
+    if (st->graph) {
+        be->graph_launch(st->graph);
+    } else {
+        // The first step runs directly (it also warms up the GEMM plans); the second is recorded.
+        const char *ng = getenv("GDN_NO_GRAPH");
+        int capture = st->steps > 0 && be->capture_begin && !(ng && *ng && strcmp(ng, "0")) && be->capture_begin() == 0;
+        decode_ops(m, st);
+        if (capture) {
+            st->graph = be->capture_end();
+            st->graph_gen = m->acts_gen;
+            if (st->graph) be->graph_launch(st->graph);
+            else decode_ops(m, st); // the capture failed: nothing ran, so run the ops directly
+        }
+    }
+    st->steps++;
+    if (argmax_out) be->memcpy_d2h(argmax_out, st->tok, (size_t)B * sizeof(int32_t));
+    if (logits_out) be->memcpy_d2h(logits_out, st->logits, (size_t)B * V * sizeof(float));
 }
 
 void model_token_losses(Model *m, const int32_t *targets, float *losses) {
@@ -272,6 +331,35 @@ void model_logits(Model *m, int row0, int nrows, float *out) {
         m->be->lmhead_logits(dev, A(m, m->y_final, (size_t)(row0 + r) * m->d.h), WA(m, m->lay.embeddings), n, m->d.h,
                              m->d.V);
         m->be->memcpy_d2h(out + (size_t)r * m->d.V, dev, (size_t)n * m->d.V * sizeof(float));
+    }
+}
+
+void model_score_rows(Model *m, const int32_t *rows, const int32_t *targets, int n, float *logprob, int32_t *argmax) {
+    const int chunk = 64;
+    const Backend *be = m->be;
+    int V = m->d.V, h = m->d.h, N = m->B * m->T;
+    if (!m->logits_buf) m->logits_buf = be->alloc((size_t)chunk * V * sizeof(float));
+    if (!m->score_idx) {
+        m->score_idx = be->alloc(2 * chunk * sizeof(int32_t));
+        m->score_lp = be->alloc(chunk * sizeof(float));
+        m->score_y = be->alloc((size_t)chunk * h * be->act_bytes);
+    }
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        int c = n - i0 < chunk ? n - i0 : chunk;
+        for (int i = 0; i < c;) { // runs of consecutive rows: one copy each
+            int r = rows[i0 + i], len = 1;
+            if (r < 0 || r >= N) die("model_score_rows: row %d outside the last forward's %d rows", r, N);
+            if (targets[i0 + i] < 0 || targets[i0 + i] >= V)
+                die("model_score_rows: target id %d outside the vocabulary [0, %d)", targets[i0 + i], V);
+            while (i + len < c && rows[i0 + i + len] == r + len && r + len < N) len++;
+            be->memcpy_d2d(A(m, m->score_y, (size_t)i * h), A(m, m->y_final, (size_t)r * h), (size_t)len * h * be->act_bytes);
+            i += len;
+        }
+        be->memcpy_h2d(m->score_idx, targets + i0, (size_t)c * sizeof(int32_t));
+        be->lmhead_logits(m->logits_buf, m->score_y, WA(m, m->lay.embeddings), c, h, V);
+        be->logits_stats(m->score_idx + chunk, m->score_lp, m->logits_buf, m->score_idx, c, V);
+        be->memcpy_d2h(logprob + i0, m->score_lp, (size_t)c * sizeof(float));
+        be->memcpy_d2h(argmax + i0, m->score_idx + chunk, (size_t)c * sizeof(int32_t));
     }
 }
 

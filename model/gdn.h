@@ -49,7 +49,12 @@ typedef struct Model {
     void *dy, *ds0, *ds1, *dP, *dC, *dQK, *do_, *don, *dGU, *dH;
     float *dbeta, *dgamma;
     float *scalars;         // [64] backend scalars: loss slots, grad norm
-    float *logits_buf;      // [64, V] fp32 for model_logits, allocated on first use
+    float *logits_buf;      // [64, V] fp32 for model_logits / model_score_rows, allocated on first use
+    int32_t *score_idx;     // [2*64] targets | argmax for model_score_rows
+    float *score_lp;        // [64]
+    void *score_y;          // [64, h] act: the scored rows of y_final, gathered
+    size_t cap_N;           // rows the activations were allocated for (inference reuses them for fewer)
+    unsigned acts_gen;      // bumped when the activations move (graphs recorded against them are stale)
     Backend ops;            // the backend's table; be points here (delta_rule may be swapped for the recurrent form)
 } Model;
 
@@ -59,6 +64,13 @@ typedef struct {
     int B;
     float **conv;  // [L] -> [B, 2Kd+Vd, K-1] (backend memory)
     float **S;     // [L] -> [B, HV, dk, dv]
+    // decode step (model_decode_step): device token ids [B] (the next input; the step overwrites them with
+    // its argmax), logits [B, V] fp32, and the step recorded as a graph where the backend has graphs
+    int32_t *tok;
+    float *logits;
+    void *graph;
+    unsigned graph_gen; // m->acts_gen when recorded
+    int steps;
 } InferState;
 
 Model *model_create(const Config *cfg, const Backend *be, int training);
@@ -77,6 +89,14 @@ void model_forward_state(Model *m, const int32_t *ids, int B, int T, InferState 
 InferState *infer_state_new(Model *m, int B); // zeroed
 void infer_state_reset(Model *m, InferState *st);
 void infer_state_free(Model *m, InferState *st);
+// One recurrent decode step of st->B sequences (T = 1). feed: host ids [B] to feed, or NULL to feed the previous
+// step's argmax (greedy decoding without a round trip). argmax_out (host [B]) gets each row's greedy next
+// token, logits_out (host [B, V]) the logits; either may be NULL. On a backend with graphs the second and
+// later steps replay one recorded graph (set GDN_NO_GRAPH=1 to run the ops one by one).
+void model_decode_step(Model *m, InferState *st, const int32_t *feed, int32_t *argmax_out, float *logits_out);
+// After model_forward: for n (row, target) pairs (host arrays), logprob[i] = log p(targets[i] | row rows[i])
+// and argmax[i] = that row's greedy token (host outputs), computed on the backend.
+void model_score_rows(Model *m, const int32_t *rows, const int32_t *targets, int n, float *logprob, int32_t *argmax);
 // Per-token losses after model_forward (targets host [B*T], <0 = ignored) into host losses [B*T].
 void model_token_losses(Model *m, const int32_t *targets, float *losses);
 // Logits of rows [row0, row0+nrows) after model_forward, into host out [nrows, V].

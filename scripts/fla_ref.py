@@ -10,6 +10,8 @@ of the fla/ package carried to the machine). Subcommands:
                               (numpy default_rng(42).permutation, then torch.randperm(seed 42)); prints a
                               JSON line per step and the steady-state step time
   logits HF_DIR IDS_FILE OUT  fp32 logits of one sequence (FLA's fused_recurrent path, no TF32) to OUT (.npy)
+  decode HF_DIR BATCH STEPS   FLA's own decoding loop (bf16 model, its recurrent cache, greedy): prefill
+                              "The capital of France is", then STEPS single-token steps; prints tokens/s
 """
 import json
 import math
@@ -111,6 +113,28 @@ def cmd_logits(hf, ids_file, out):
     print('logits', logits.shape)
 
 
+def cmd_decode(hf, batch, steps):
+    # "The capital of France is" with Llama 3's BOS (gdn tokenize)
+    prompt = [128000, 791, 6864, 315, 9822, 374]
+    model = GatedDeltaNetForCausalLM.from_pretrained(hf, torch_dtype=torch.bfloat16).cuda().eval()
+    ids = torch.tensor([prompt] * batch, device='cuda')
+    times = []
+    with torch.no_grad():
+        for rep in range(2):  # the first pass compiles and autotunes FLA's kernels
+            out = model(input_ids=ids, use_cache=True)
+            past, nxt = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+            times = []
+            for _ in range(steps):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                out = model(input_ids=nxt, past_key_values=past, use_cache=True)
+                past, nxt = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+                torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+    ms = 1e3 * sum(times[2:]) / len(times[2:])
+    print(json.dumps({'fla_decode_batch': batch, 'ms_per_step': ms, 'tokens_per_s': batch / (ms / 1e3)}), flush=True)
+
+
 if __name__ == '__main__':
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == 'init':
@@ -119,5 +143,7 @@ if __name__ == '__main__':
         cmd_train(args[0], args[1], int(args[2]))
     elif cmd == 'logits':
         cmd_logits(*args)
+    elif cmd == 'decode':
+        cmd_decode(args[0], int(args[1]), int(args[2]))
     else:
         sys.exit(__doc__)

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # Logs go to build/gpu_out; when the device tool's $OUT is set, a tarball of them and the summary land there.
 RESULTS_DIR=${OUT:-}
 OUT=build/gpu_out; rm -rf "$OUT"; mkdir -p "$OUT"
-STAGES=${STAGES:-build ops model bench fla fla_train roundtrip decode train300m}
+STAGES=${STAGES:-build ops model bench fla fla_train roundtrip decode eval train300m}
 export FLA_PATH=${FLA_PATH:-.fla} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 declare -A RESULT
 has() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -112,7 +112,11 @@ if has decode; then # recurrent decoding speed of the 300M, and greedy CPU == CU
   TOK=.assets/llama3/tokenizer.json
   for b in 1 16; do
     stage decode_b$b ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" --prompt "The capital of France is" \
-        --max-new-tokens 200 --greedy --batch $b --device cuda --quiet
+        --max-new-tokens 300 --greedy --batch $b --device cuda --quiet
+    # the same without the recorded graph (every op launched from the host), to see what the graph buys
+    GDN_NO_GRAPH=1 stage decode_nograph_b$b ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" \
+        --prompt "The capital of France is" --max-new-tokens 300 --greedy --batch $b --device cuda --quiet
+    [ -d "$W/hf_init" ] && stage fla_decode_b$b python3 scripts/fla_ref.py decode "$W/hf_init" $b 100
   done
   # greedy text of a (briefly trained) 300M checkpoint: the CPU reference and CUDA must agree token for token
   CK="$W/ckpt_trained"; [ -d "$CK" ] || CK="$W/ckpt_init"
@@ -122,6 +126,26 @@ if has decode; then # recurrent decoding speed of the 300M, and greedy CPU == CU
   done
   stage greedy_same bash -c "a=\$(grep -v '^generate:' $OUT/greedy_cpu_fp32.log); b=\$(grep -v '^generate:' $OUT/greedy_cuda_fp32.log);
       [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ] && grep -q '^generate:' $OUT/greedy_cuda_fp32.log && echo 'greedy text: CPU == CUDA (fp32)'"
+fi
+if has eval; then # loglikelihood requests/s of the 300M: synthetic ARC-Easy docs in the hub's schema
+  [ -d "$W/ckpt_init" ] || { mkdir -p "$W"; python3 scripts/fla_ref.py init "$W/hf_init" >/dev/null 2>&1; ./gdn convert --from-hf "$W/hf_init" --save "$W/ckpt_init" >/dev/null; }
+  E=$W/evaldata/allenai/ai2_arc/ARC-Easy; mkdir -p "$E"
+  python3 - "$E/test.jsonl" <<'PY'
+import json, random, sys
+r = random.Random(5)
+words = ('water plant energy light animal heat earth moon sun rock soil cell food air wind rain cloud river ocean '
+         'forest seed root leaf gas liquid solid metal magnet force motion sound').split()
+with open(sys.argv[1], 'w') as f:
+    for i in range(1000):
+        q = ' '.join(r.choice(words) for _ in range(r.randint(12, 40))).capitalize() + '?'
+        ch = [' '.join(r.choice(words) for _ in range(r.randint(1, 6))) for _ in range(4)]
+        f.write(json.dumps({'id': f'syn{i}', 'question': q, 'choices': {'text': ch, 'label': list('ABCD')},
+                            'answerKey': r.choice('ABCD')}) + '\n')
+PY
+  for bs in 32 auto; do
+    stage eval_arc_bs$bs ./gdn eval --load "$W/ckpt_init" --tasks arc_easy --data-dir "$W/evaldata" --device cuda \
+        --tokenizer .assets/llama3/tokenizer.json --batch-size $bs --output-path "$W/eval_bs$bs.json"
+  done
 fi
 if has train300m; then
   stage train300m ./gdn train --config configs/gdn-300m.yaml --train_data_path "$DATA" --data_order fla \
@@ -140,6 +164,7 @@ echo; echo "==================== summary ===================="
 printf "%-20s %s\n" stage result
 for k in build ops ops_bench model bench300m fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train \
          gdn_train_parity compare_fla train_short to_hf fla_logits_ours gdn_logits_ours compare_roundtrip decode_b1 decode_b16 \
+         decode_nograph_b1 decode_nograph_b16 fla_decode_b1 fla_decode_b16 eval_arc_bs32 eval_arc_bsauto \
          greedy_cpu_fp32 greedy_cuda_fp32 greedy_cuda_bf16 greedy_same train300m; do
   [ -n "${RESULT[$k]:-}" ] && printf "%-20s %s\n" "$k" "${RESULT[$k]}"
 done
@@ -149,6 +174,9 @@ grep -h "cosine" "$OUT/compare_logits.log" 2>/dev/null
 grep -h "^bench:" "$OUT/bench300m.log" 2>/dev/null
 grep -h "gdn checkpoint -> HF" "$OUT/compare_roundtrip.log" 2>/dev/null
 for b in 1 16; do grep -h "^generate:" "$OUT/decode_b$b.log" 2>/dev/null | sed "s/^/batch $b: /"; done
+for b in 1 16; do grep -h "^generate:" "$OUT/decode_nograph_b$b.log" 2>/dev/null | sed "s/^/no graph, batch $b: /"; done
+grep -h "fla_decode_batch" "$OUT"/fla_decode_b*.log 2>/dev/null
+for bs in 32 auto; do grep -h "req/s" "$OUT/eval_arc_bs$bs.log" 2>/dev/null | tail -1 | sed "s/^/eval batch-size $bs: /"; done
 grep -h "greedy text" "$OUT/greedy_same.log" 2>/dev/null
 grep -h "elapsed time per iteration" "$OUT/train300m.log" 2>/dev/null | tail -2 | sed 's/.*iteration  *\([0-9]*\)\/.*elapsed time per iteration (ms): \([0-9.]*\).*tokens\/s\/GPU): \([0-9.]*\).*lm loss: \([0-9.E+-]*\).*/gdn 300M iter \1: \2 ms\/iter, \3 tokens\/s, loss \4/'
 } | tee "$OUT/summary.txt"

@@ -389,6 +389,18 @@ static void check_case(const Case *c, const Backend *cpu, const Backend *gpu, in
             snprintf(why, sizeof why, "%s (tolerance %.1e: %s)", detail, tol.tol, tol.why);
         }
     }
+    for (int x = 0; x < c->nt && !fail; x++) { // integer outputs (indices) must match exactly
+        const Tensor *t = &c->t[x];
+        if (t->role == R_IN || t->is_null || t->kind != K_I32 || c->alias[x] >= 0) continue;
+        const int32_t *a = (const int32_t *)ref.raw[x], *b = (const int32_t *)got.raw[x];
+        for (size_t e = 0; e < tsize(t); e++)
+            if (a[e] != b[e]) {
+                fail = 1;
+                snprintf(why, sizeof why, "%s[%zu] = %d, the CPU twin gives %d (integers must match exactly)", t->name, e,
+                         b[e], a[e]);
+                break;
+            }
+    }
     if (!fail && c->determinism) {
         run_case(gpu, c, 0, &again);
         for (int x = 0; x < c->nt && !fail; x++)
@@ -497,6 +509,10 @@ static void run_lmhead_ce(const Backend *be, void **p, const Case *c) {
 }
 static void run_lmhead_logits(const Backend *be, void **p, const Case *c) {
     be->lmhead_logits(p[2], p[0], p[1], c->i[0], c->i[1], c->i[2]);
+}
+static void run_logits_stats(const Backend *be, void **p, const Case *c) {
+    // logits, targets, argmax, logprob;  i: rows V
+    be->logits_stats(p[2], p[3], p[0], p[1], c->i[0], c->i[1]);
 }
 static void run_adamw(const Backend *be, void **p, const Case *c) {
     // p, g, m, v, p_act. In fp32 mode p is the compute copy (the CPU twin requires p_act NULL or p), so the
@@ -795,6 +811,28 @@ static void cases_lmhead(Rng *g, int N, int h, int V, int with_grad, int chunk_r
     add_t(c, "logits", K_F32, R_OUT, N, V, 0, F32_GEMM, B16_GEMM32);
 }
 
+// Rows of logits with the cases greedy decoding and scoring meet: a tie for the maximum (the lowest index
+// must win), -inf entries (masked vocabulary), the maximum at the last index; logprob NULL (decode) or not.
+static void cases_logits_stats(Rng *g, int rows, int V, int with_logprob, int big) {
+    Case *c = new_case("logits_stats", run_logits_stats, "rows=%d V=%d%s", rows, V, with_logprob ? "" : " argmax only");
+    c->i[0] = rows, c->i[1] = V, c->big = big;
+    Tensor *l = add_in(c, "logits", K_F32, rows, V, 0);
+    fill_normal(l, g, 0, 3);
+    if (rows > 0) l->init[(size_t)0 * V + 7] = l->init[(size_t)0 * V + V / 2] = 40.0f;  // tie: 7 wins
+    if (rows > 1)
+        for (int v = 0; v < V; v += 3) l->init[(size_t)1 * V + v] = -INFINITY;         // masked entries
+    if (rows > 2) l->init[(size_t)2 * V + V - 1] = 50.0f;                              // last index
+    Tensor *tg = add_in(c, "targets", K_I32, rows, 1, 1);
+    for (int r = 0; r < rows; r++) {
+        int t = (int)(rng_u64(g) % V);
+        if (r == 1) t = t / 3 * 3 + 1; // not a masked entry
+        tg->init_i[r] = r == 2 ? V - 1 : t;
+    }
+    add_t(c, "argmax", K_I32, R_OUT, rows, 1, 1, F32_EXACT, B16_EXACT);
+    Tensor *lp = add_t(c, "logprob", K_F32, R_OUT, rows, 1, 0, F32_ORDER, B16_FP32);
+    if (!with_logprob) lp->is_null = 1;
+}
+
 static void cases_adamw(Rng *g, int n, int step) {
     Case *c = new_case("adamw", run_adamw, "n=%d step=%d", n, step);
     c->i[0] = n, c->i[1] = step;
@@ -855,10 +893,18 @@ static void build_cases(int quick) {
     cases_delta(&g, (DeltaShape){2, 140, 1, 2, 32, 64, 0, 1, 1, 1, 32}, 0); // 32-wide dv tiles (serial kernels)
     cases_delta(&g, (DeltaShape){1, 100, 1, 1, 128, 64, 0, 1, 1, 1}, 0); // dk = 128 (CUDA-core kernels in bf16)
     cases_delta(&g, (DeltaShape){2, 256, 4, 8, 64, 64, 0, 0, 1}, 1);  // 300M heads
+    // decode (T <= 16, no h_save: the token-by-token kernel), state carried in and out
+    cases_delta(&g, (DeltaShape){2, 1, 4, 8, 64, 64, 0, 1, 0}, 0);    // one decode step of the 300M heads
+    cases_delta(&g, (DeltaShape){1, 5, 2, 4, 32, 48, 3, 1, 0}, 0);    // GVA 2, dv not a multiple of 32, strides
+    cases_delta(&g, (DeltaShape){1, 16, 1, 1, 128, 128, 0, 1, 0}, 0); // the largest heads, T at the limit
+    cases_delta(&g, (DeltaShape){3, 2, 1, 2, 16, 16, 0, 0, 0}, 0);    // no state: starts from zero
     cases_lmhead(&g, 70, 64, 1000, 1, 0, 0);
     cases_lmhead(&g, 50, 40, 517, 1, 16, 0); // forced 16-row chunks: the chunk loop
     cases_lmhead(&g, 33, 40, 300, 0, 0, 0);
     cases_lmhead(&g, 64, 1024, 128256, 1, 0, 1);
+    cases_logits_stats(&g, 5, 1000, 1, 0);
+    cases_logits_stats(&g, 3, 37, 0, 0); // fewer columns than threads
+    cases_logits_stats(&g, 16, 128256, 1, 1);
     cases_adamw(&g, 1000, 1);
     cases_adamw(&g, 777, 7);
     cases_sum(&g, 100003);
