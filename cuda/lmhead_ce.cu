@@ -39,7 +39,7 @@ __global__ void ce_rows_kernel(const float *logits, T *dlogits, int V, const int
         if (x > mx) {
             se = se * expf(mx - x) + 1.0f;
             mx = x;
-        } else {
+        } else if (x != -INFINITY) { // a masked (-inf) entry adds nothing (and -inf - -inf would be NaN)
             se += expf(x - mx);
         }
     }
@@ -119,7 +119,7 @@ __global__ void logits_stats_kernel(int32_t *argmax, float *logprob, const float
             se = se * expf(mx - x) + 1.0f;
             mx = x;
             best = c;
-        } else {
+        } else if (x != -INFINITY) { // a masked (-inf) entry adds nothing (and -inf - -inf would be NaN)
             se += expf(x - mx);
         }
     }
