@@ -206,6 +206,13 @@ static int cu_init(char *err, size_t errlen) {
     if (e != cudaSuccess) return set_err(err, errlen, "no usable CUDA device: %s", cudaGetErrorString(e));
     if (count == 0) return set_err(err, errlen, "no CUDA device found");
     int dev = 0;
+    const char *pick = getenv("GDN_CUDA_DEVICE"); // set per rank by the data-parallel launcher (train/dist.c)
+    if (pick && *pick) {
+        int want = atoi(pick);
+        if (want < 0 || want >= count) return set_err(err, errlen, "GDN_CUDA_DEVICE=%s but %d CUDA devices are visible", pick, count);
+        if ((e = cudaSetDevice(want)) != cudaSuccess)
+            return set_err(err, errlen, "cudaSetDevice(%d) failed: %s", want, cudaGetErrorString(e));
+    }
     if ((e = cudaGetDevice(&dev)) != cudaSuccess)
         return set_err(err, errlen, "cudaGetDevice failed: %s", cudaGetErrorString(e));
     cudaDeviceProp prop;

@@ -203,9 +203,10 @@ int config_validate(const Config *c, char *err, size_t errlen) {
     if (c->num_v_heads % c->num_heads)
         return set_err(err, errlen, "linear_num_value_heads (%d) must be a multiple of linear_num_key_heads (%d)",
                        c->num_v_heads, c->num_heads);
-    if (c->global_batch_size % c->micro_batch_size)
-        return set_err(err, errlen, "global_batch_size (%d) must be a multiple of micro_batch_size (%d)",
-                       c->global_batch_size, c->micro_batch_size);
+    if (c->nproc_per_node < 1) return set_err(err, errlen, "nproc_per_node must be >= 1 (got %d)", c->nproc_per_node);
+    if (c->global_batch_size % ((long)c->micro_batch_size * c->nproc_per_node))
+        return set_err(err, errlen, "global_batch_size (%d) must be a multiple of micro_batch_size (%d) x nproc_per_node (%d)",
+                       c->global_batch_size, c->micro_batch_size, c->nproc_per_node);
     if (strcmp(c->lr_decay_style, "cosine") && strcmp(c->lr_decay_style, "linear") && strcmp(c->lr_decay_style, "constant"))
         return set_err(err, errlen, "lr_decay_style must be cosine, linear or constant (got '%s')", c->lr_decay_style);
     if (strcmp(c->data_order, "megatron") && strcmp(c->data_order, "fla"))

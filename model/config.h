@@ -56,7 +56,8 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(metrics_file, CK_STR, metrics_file, "", "JSONL metrics file (default <save>/metrics.jsonl)")       \
     X(device, CK_STR, device, "auto", "cpu | cuda | auto")                                                \
     X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
-    X(delta_rule, CK_STR, delta_rule, "chunk", "chunk | recurrent (CPU reference form)")
+    X(delta_rule, CK_STR, delta_rule, "chunk", "chunk | recurrent (CPU reference form)")                 \
+    X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores")
 
 typedef struct {
     int hidden_size, num_layers, ffn_hidden_size, num_heads, num_v_heads, head_dim, v_head_dim;
@@ -75,6 +76,7 @@ typedef struct {
     char train_data_path[512], data_order[16], metrics_file[512], device[16], precision[16];
     int eos_token_id;
     char delta_rule[16];
+    int nproc_per_node;
 } Config;
 
 // The model shape derived from a Config (what the graph and the tensor table use).

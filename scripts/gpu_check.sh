@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, check parity with FLA, benchmark, and
 # print a summary table last. Each stage logs to $OUT/<stage>.log and the run goes on past a failed stage.
-#   STAGES="build ops model fla train300m"  (default: all)   FLA_PATH=.fla (a copy of FLA's fla/ package)
+#   STAGES="build ops model fla train300m"  (default: all but dp, which needs 2 GPUs)   FLA_PATH=.fla (a copy of FLA's fla/ package)
 #   FLA_STEPS=20  TRAIN_STEPS=50
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -147,6 +147,31 @@ PY
         --tokenizer .assets/llama3/tokenizer.json --batch-size $bs --output-path "$W/eval_bs$bs.json"
   done
 fi
+if has dp; then # data parallel over the GPUs of this machine (NCCL): same global batch on 1 and on 2 GPUs
+  NG=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if [ "$NG" -ge 2 ]; then
+    DP=(--config configs/gdn-300m.yaml --train_data_path "$DATA" --data_order fla --micro_batch_size 16
+        --global_batch_size 32 --train_iters "${DP_STEPS:-20}" --lr_warmup_iters 2 --log_interval 5 --device cuda --save "")
+    stage dp_w1 ./gdn train "${DP[@]}" --metrics_file "$OUT/dp_w1.jsonl"
+    stage dp_w2 ./gdn train "${DP[@]}" --nproc_per_node 2 --metrics_file "$OUT/dp_w2.jsonl"
+    stage dp_compare python3 - "$OUT" <<'PY'
+import json, sys
+out = sys.argv[1]
+def load(f):
+    rows = [json.loads(l) for l in open(f'{out}/{f}')]
+    return {r['iteration']: r['lm_loss'] for r in rows if 'lm_loss' in r}, [r for r in rows if r.get('log')]
+l1, g1 = load('dp_w1.jsonl'); l2, g2 = load('dp_w2.jsonl')
+worst = max(abs(l2[k] - l1[k]) / l1[k] for k in l1)
+print(f'1 GPU x 2 micro-batches vs 2 GPUs x 1 (same global batch), {len(l1)} steps: losses within {worst:.2e} relative '
+      f'(first {l1[1]:.5f} / {l2[1]:.5f}, last {l1[max(l1)]:.5f} / {l2[max(l2)]:.5f})')
+t1, t2 = g1[-1]['tokens_per_s'], g2[-1]['tokens_per_s']
+print(f'tokens/s per GPU: 1 GPU {t1:.0f}, 2 GPUs {t2:.0f} ({2 * t2:.0f} total): scaling efficiency {t2 / t1:.3f}')
+sys.exit(0 if abs(l2[1] - l1[1]) / l1[1] <= 1e-5 and worst <= 1e-3 else 1)
+PY
+  else
+    echo "dp: skipped, $NG GPU(s) visible"
+  fi
+fi
 if has train300m; then
   stage train300m ./gdn train --config configs/gdn-300m.yaml --train_data_path "$DATA" --data_order fla \
       --micro_batch_size 16 --global_batch_size 16 --train_iters "${TRAIN_STEPS:-50}" --lr_warmup_iters 5 \
@@ -165,6 +190,7 @@ printf "%-20s %s\n" stage result
 for k in build ops ops_bench model bench300m fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train \
          gdn_train_parity compare_fla train_short to_hf fla_logits_ours gdn_logits_ours compare_roundtrip decode_b1 decode_b16 \
          decode_nograph_b1 decode_nograph_b16 fla_decode_b1 fla_decode_b16 eval_arc_bs32 eval_arc_bsauto \
+         dp_w1 dp_w2 dp_compare \
          greedy_cpu_fp32 greedy_cuda_fp32 greedy_cuda_bf16 greedy_same train300m; do
   [ -n "${RESULT[$k]:-}" ] && printf "%-20s %s\n" "$k" "${RESULT[$k]}"
 done
@@ -178,6 +204,7 @@ for b in 1 16; do grep -h "^generate:" "$OUT/decode_nograph_b$b.log" 2>/dev/null
 grep -h "fla_decode_batch" "$OUT"/fla_decode_b*.log 2>/dev/null
 for bs in 32 auto; do grep -h "req/s" "$OUT/eval_arc_bs$bs.log" 2>/dev/null | tail -1 | sed "s/^/eval batch-size $bs: /"; done
 grep -h "greedy text" "$OUT/greedy_same.log" 2>/dev/null
+grep -h "GPUs\|GPU:" "$OUT/dp_compare.log" 2>/dev/null
 grep -h "elapsed time per iteration" "$OUT/train300m.log" 2>/dev/null | tail -2 | sed 's/.*iteration  *\([0-9]*\)\/.*elapsed time per iteration (ms): \([0-9.]*\).*tokens\/s\/GPU): \([0-9.]*\).*lm loss: \([0-9.E+-]*\).*/gdn 300M iter \1: \2 ms\/iter, \3 tokens\/s, loss \4/'
 } | tee "$OUT/summary.txt"
 finish

@@ -11,6 +11,7 @@
 #include "../io/checkpoint.h"
 #include "../model/gdn.h"
 #include "../util/common.h"
+#include "dist.h"
 #include "schedule.h"
 #include "train.h"
 
@@ -61,13 +62,15 @@ static void train_help(void) {
     config_print_help(stdout);
 }
 
-// All samples of one optimizer step for this rank: [n_micro][mbs][T] inputs and labels.
-static void fetch_step(Sampler *s, const Config *c, long step, int32_t *in, int32_t *lab) {
-    int mbs = c->micro_batch_size, T = c->seq_length, n_micro = c->global_batch_size / mbs;
+// All samples of one optimizer step, every rank's: [world][n_micro][mbs][T] inputs and labels (each rank
+// trains on its own [n_micro][mbs][T] block; all of them count the step's target tokens).
+static void fetch_step(Sampler *s, const Config *c, int world, long step, int32_t *in, int32_t *lab) {
+    int mbs = c->micro_batch_size, T = c->seq_length, n_micro = c->global_batch_size / (mbs * world);
+    for (int r = 0; r < world; r++)
     for (int mu = 0; mu < n_micro; mu++)
         for (int j = 0; j < mbs; j++) {
-            uint64_t g = sampler_position(s, (uint64_t)step, mu, 0, j, mbs, 1, c->global_batch_size);
-            size_t o = ((size_t)mu * mbs + j) * T;
+            uint64_t g = sampler_position(s, (uint64_t)step, mu, r, j, mbs, world, c->global_batch_size);
+            size_t o = (((size_t)r * n_micro + mu) * mbs + j) * T;
             sampler_get(s, g, in + o, lab + o);
             if (!strcmp(c->data_order, "fla")) // FLA's collator: labels equal to the pad (= EOS) token are ignored
                 for (int t = 0; t < T; t++)
@@ -83,6 +86,10 @@ int cmd_train(int argc, char **argv) {
     char err[ERR_LEN];
     if (config_validate(&c, err, sizeof err)) die("%s", err);
     if (!c.train_data_path[0]) die("train_data_path is not set (a Megatron .bin/.idx prefix; see gdn prepare)");
+    // data parallel: from here on this is one of nproc_per_node ranks (the launcher waits in dist_launch)
+    Dist dist;
+    dist_launch(&dist, c.nproc_per_node);
+    const int W = dist.world, R = dist.rank, lead = R == 0;
 
     // ---- resume / finetune: model shape must match
     char iter_dir[1024] = "";
@@ -97,6 +104,7 @@ int cmd_train(int argc, char **argv) {
                 b.h, a.h, b.L, a.L, b.V, a.V);
     }
     const Backend *be = backend_select(c.device, c.precision);
+    dist_init_backend(&dist, be);
     Model *m = model_create(&c, be, 1);
     size_t P = m->lay.total;
     float *host = xmalloc(P * sizeof(float));
@@ -125,25 +133,29 @@ int cmd_train(int argc, char **argv) {
     if (!smp) die("%s: %s", c.train_data_path, err);
 
     // ---- output
-    if (c.save[0] && mkdir_p(c.save)) die("cannot create save directory %s", c.save);
+    if (lead && c.save[0] && mkdir_p(c.save)) die("cannot create save directory %s", c.save);
     FILE *metrics = NULL;
     char mpath[1100];
     if (c.metrics_file[0]) snprintf(mpath, sizeof mpath, "%s", c.metrics_file);
     else if (c.save[0]) snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c.save);
     else mpath[0] = 0;
-    if (mpath[0] && !(metrics = fopen(mpath, st.iteration ? "a" : "w"))) die("cannot open metrics file %s", mpath);
+    if (lead && mpath[0] && !(metrics = fopen(mpath, st.iteration ? "a" : "w"))) die("cannot open metrics file %s", mpath);
 
     char count[32];
     format_count(count, sizeof count, m->lay.total);
-    int T = c.seq_length, mbs = c.micro_batch_size, n_micro = c.global_batch_size / mbs;
-    printf("gdn train: %s parameters (%d blocks, hidden %d, heads %d/%d, vocab %d), device %s%s, "
-           "seq %d x micro-batch %d x %d micro-batches\n",
-           count, m->d.L, m->d.h, m->d.H, m->d.HV, m->d.V, be->name, be->act_bytes == 2 ? " (bf16)" : " (fp32)", T, mbs,
-           n_micro);
-    if (iter_dir[0]) printf("gdn train: %s from %s at iteration %lld\n", c.finetune ? "finetuning" : "resuming", iter_dir, (long long)st.iteration);
+    int T = c.seq_length, mbs = c.micro_batch_size, n_micro = c.global_batch_size / (mbs * W);
+    if (lead) {
+        printf("gdn train: %s parameters (%d blocks, hidden %d, heads %d/%d, vocab %d), device %s%s, "
+               "seq %d x micro-batch %d x %d micro-batches",
+               count, m->d.L, m->d.h, m->d.H, m->d.HV, m->d.V, be->name, be->act_bytes == 2 ? " (bf16)" : " (fp32)", T,
+               mbs, n_micro);
+        if (W > 1) printf(" x %d data-parallel ranks (%s)", W, dist.nccl ? "NCCL" : "shared memory");
+        printf("\n");
+    }
+    if (lead && iter_dir[0]) printf("gdn train: %s from %s at iteration %lld\n", c.finetune ? "finetuning" : "resuming", iter_dir, (long long)st.iteration);
     fflush(stdout);
 
-    size_t ntok = (size_t)c.global_batch_size * T;
+    size_t ntok = (size_t)c.global_batch_size * T, rank_tok = ntok / W; // the step's tokens, this rank's share
     int32_t *in = xmalloc(ntok * sizeof(int32_t)), *lab = xmalloc(ntok * sizeof(int32_t));
     double flops_tok = flops_per_token_megatron(&c);
     double t_last = now_sec(), t_saving = 0, loss_acc = 0;
@@ -151,17 +163,20 @@ int cmd_train(int argc, char **argv) {
     long it0 = st.iteration, last_logged = it0;
     for (long it = it0 + 1; it <= c.train_iters; it++) {
         double lr = lr_at(&c, it - 1);
-        fetch_step(smp, &c, it - 1, in, lab);
+        fetch_step(smp, &c, W, it - 1, in, lab);
         long valid = 0;
         for (size_t i = 0; i < ntok; i++) valid += lab[i] >= 0;
         if (valid == 0) die("iteration %ld: the global batch has no target tokens", it);
         model_zero_grads(m);
         double loss_sum = 0;
         for (int mu = 0; mu < n_micro; mu++) {
-            size_t o = (size_t)mu * mbs * T;
+            size_t o = (size_t)R * rank_tok + (size_t)mu * mbs * T;
             model_fwd_bwd(m, in + o, lab + o, mbs, T, (float)(1.0 / valid), mu % 32);
             if (mu % 32 == 31 || mu == n_micro - 1) loss_sum += model_read_loss_slots(m, mu % 32 + 1);
         }
+        // ranks: sum the loss sums and the gradients (each rank's are of its tokens' losses / all valid tokens)
+        dist_allreduce_host(&dist, &loss_sum, 1);
+        dist_allreduce_sum(&dist, be, m->grads, P);
         double loss = loss_sum / valid;
         double gnorm = model_grad_norm(m);
         if (!isfinite(loss)) die("iteration %ld: loss is %f; stopping without saving a checkpoint", it, loss);
@@ -179,10 +194,11 @@ int cmd_train(int argc, char **argv) {
                     it, loss, lr, gnorm, (long long)it * c.global_batch_size);
             fflush(metrics);
         }
-        if (it == it0 + 1 || it % c.log_interval == 0 || it == c.train_iters) {
+        if (lead && (it == it0 + 1 || it % c.log_interval == 0 || it == c.train_iters)) {
             be->sync();
             double t = now_sec(), ms = (t - t_last - t_saving) * 1e3 / (double)(it - last_logged);
-            double tok_s = (double)ntok / (ms / 1e3), tflops = flops_tok * (double)ntok / (ms / 1e3) / 1e12;
+            // per GPU, as Megatron prints them: this rank's share of the step
+            double tok_s = (double)rank_tok / (ms / 1e3), tflops = flops_tok * (double)rank_tok / (ms / 1e3) / 1e12;
             char ts[64];
             timestamp(ts, sizeof ts);
             printf(" [%s] iteration %8ld/%8d | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
@@ -194,7 +210,7 @@ int cmd_train(int argc, char **argv) {
             fflush(stdout);
             if (metrics) {
                 fprintf(metrics, "{\"iteration\": %ld, \"log\": true, \"ms_per_iter\": %.3f, \"tokens_per_s\": %.1f, \"tflops_megatron\": %.3f, \"tflops_gdn\": %.3f, \"lm_loss_avg\": %.9g}\n",
-                        it, ms, tok_s, tflops, flops_per_token_gdn(&c) * (double)ntok / (ms / 1e3) / 1e12, loss_acc / n_acc);
+                        it, ms, tok_s, tflops, flops_per_token_gdn(&c) * (double)rank_tok / (ms / 1e3) / 1e12, loss_acc / n_acc);
                 fflush(metrics);
             }
             loss_acc = 0; n_acc = 0;
@@ -204,10 +220,17 @@ int cmd_train(int argc, char **argv) {
         }
         int exit_now = c.exit_interval > 0 && it % c.exit_interval == 0 && it < c.train_iters;
         int save_now = c.save[0] && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.train_iters || exit_now);
-        if (save_now) {
+        if (save_now && !lead && W > 1) { // the replicas must still be identical: rank 0 writes for all
+            double t_save0 = now_sec();
+            model_get_params(m, host);
+            dist_check_same(&dist, hash_bytes(host, P * sizeof(float)), "the weights");
+            t_saving += now_sec() - t_save0;
+        }
+        if (save_now && lead) {
             double t_save0 = now_sec(); // checkpoint time is not step time
             float *hm = xmalloc(P * sizeof(float)), *hv = xmalloc(P * sizeof(float));
             model_get_params(m, host);
+            dist_check_same(&dist, hash_bytes(host, P * sizeof(float)), "the weights");
             model_get_optim(m, hm, hv);
             CkptState s2 = st;
             s2.iteration = it;
@@ -219,10 +242,11 @@ int cmd_train(int argc, char **argv) {
             t_saving += now_sec() - t_save0;
         }
         if (exit_now) {
-            printf("gdn train: exit_interval reached at iteration %ld\n", it);
+            if (lead) printf("gdn train: exit_interval reached at iteration %ld\n", it);
             break;
         }
     }
+    dist_finish(&dist);
     if (metrics) fclose(metrics);
     free(in); free(lab); free(host);
     sampler_free(smp);

@@ -12,10 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
+static char g_die_prefix[64] = "gdn: ";
+void die_set_prefix(const char *prefix) { snprintf(g_die_prefix, sizeof g_die_prefix, "%s", prefix); }
+
 void die(const char *fmt, ...) {
     va_list ap;
     fflush(stdout);
-    fputs("gdn: ", stderr);
+    fputs(g_die_prefix, stderr);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
@@ -230,4 +233,17 @@ uint16_t f32_to_f16(float f) {
     uint32_t r = (uint32_t)(e << 10) | (m >> 13), rem = m & 0x1fffu;
     if (rem > 0x1000u || (rem == 0x1000u && (r & 1))) r++;
     return (uint16_t)(s | r);
+}
+
+uint64_t hash_bytes(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    for (; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
 }

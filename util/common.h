@@ -14,6 +14,9 @@ extern "C" {
 #endif
 
 __attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...);
+void die_set_prefix(const char *prefix);
+// A 64-bit hash of n bytes (a fingerprint for comparing copies, not cryptographic).
+uint64_t hash_bytes(const void *p, size_t n); // default "gdn: "; data-parallel ranks name themselves
 __attribute__((format(printf, 3, 4))) int set_err(char *err, size_t n, const char *fmt, ...); // returns -1
 
 void *xmalloc(size_t n);            // dies with the size on failure
