@@ -41,6 +41,25 @@ for w in (2, 4):
     assert wdiff <= 1e-4, (w, wdiff)
     print(f'{w} ranks vs 1 rank, 10 steps: losses within {worst:.1e} relative (tol 2e-6), weights within {wdiff:.1e}')
 PY
+# resume with 2 ranks: 5 steps + save + load + 5 equals 10 straight, bit for bit
+./gdn train "${common[@]}" --save "$tmp/r2" --nproc_per_node 2 --exit_interval 5 > "$tmp/r2a.log"
+./gdn train "${common[@]}" --save "$tmp/r2" --nproc_per_node 2 --load "$tmp/r2" > "$tmp/r2b.log"
+grep -q "resuming from" "$tmp/r2b.log"
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, struct, sys
+tmp = sys.argv[1]
+def tensors(path): # raw bytes per tensor (the header's metadata records the run's flags, which differ)
+    raw = open(path, 'rb').read()
+    n = struct.unpack('<Q', raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n]); hdr.pop('__metadata__', None)
+    return {k: raw[8 + n + v['data_offsets'][0]: 8 + n + v['data_offsets'][1]] for k, v in hdr.items()}
+for f in ('model.safetensors', 'optimizer.safetensors'):
+    a, b = tensors(f'{tmp}/w2/iter_0000010/{f}'), tensors(f'{tmp}/r2/iter_0000010/{f}')
+    assert a.keys() == b.keys() and a, f
+    diff = [k for k in a if a[k] != b[k]]
+    assert not diff, (f, diff[:5])
+print('2 ranks: 5 + resume + 5 steps == 10 straight (weights and AdamW state bit for bit)')
+PY
 # a rank that fails (here: a target id outside the vocabulary, found by every rank) stops the run non-zero
 if ./gdn train "${common[@]}" --vocab_size 400 --nproc_per_node 2 --save "" > "$tmp/bad.log" 2>&1; then
     echo "FAIL: a failing data-parallel run exited 0"; cat "$tmp/bad.log"; exit 1
