@@ -87,6 +87,13 @@ static int check_decode(const Backend *cpu, const Backend *c32, const Backend *c
            "host argmax: %s\n",
            ok ? "PASS" : "FAIL", B, P, S, df / mx, argmax_ok ? "yes" : "NO");
     fails += !ok;
+    // greedy (each step feeds the previous argmax, kept on the device): the same tokens on CPU and CUDA (fp32)
+    decode_run(cpu, &c, params, ids, B, P, S, 1, l_cpu, t_cpu);
+    decode_run(c32, &c, params, ids, B, P, S, 1, l_32, t_32);
+    ok = !memcmp(t_cpu, t_32, (size_t)S * B * 4);
+    printf("%s greedy decode, %d steps x %d sequences: CPU tokens == CUDA fp32 tokens: %s\n", ok ? "PASS" : "FAIL", S, B,
+           ok ? "yes" : "NO");
+    fails += !ok;
     // greedy, bf16: graph replay vs the ops one by one
     setenv("GDN_NO_GRAPH", "1", 1);
     decode_run(c16, &c, params, ids, B, P, S, 1, l_e, t_e);
