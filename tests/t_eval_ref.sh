@@ -19,22 +19,17 @@ TASKS=arc_easy,hellaswag,openbookqa,piqa,winogrande,race,lambada_openai,wikitext
 ./gdn eval --load "$W/ck" --tasks "$TASKS" --data-dir "$W/tasks" --device cpu --tokenizer "$TOK" \
     --log-requests "$W/req.jsonl" --output-path "$W/out.json" > "$W/eval.log" 2>&1 || { cat "$W/eval.log"; exit 1; }
 $PY - "$W" <<'PY'
-import json, struct, sys
+import json, sys
 import torch
 sys.path.insert(0, 'tests/ref')
 import gdn_ref
+import st
 w = sys.argv[1]
 it = open(f'{w}/ck/latest_checkpointed_iteration.txt').read().strip()
-raw = open(f'{w}/ck/iter_{int(it):07d}/model.safetensors', 'rb').read()
-n = struct.unpack('<Q', raw[:8])[0]
-hdr = json.loads(raw[8:8 + n])
-meta = hdr.pop('__metadata__')
+path = f'{w}/ck/iter_{int(it):07d}/model.safetensors'
+hdr, meta, _, _ = st.header(path)
 cfg = json.loads(meta['config'])
-P = {}
-for k, v in hdr.items():
-    assert v['dtype'] == 'F32', (k, v['dtype'])
-    b = bytearray(raw[8 + n + v['data_offsets'][0]: 8 + n + v['data_offsets'][1]])
-    P[k] = torch.frombuffer(b, dtype=torch.float32).double().view(v['shape'])
+P = {k: torch.tensor(v, dtype=torch.float64).view(hdr[k]['shape']) for k, v in st.tensors_f32(path).items()}
 reqs = [json.loads(l) for l in open(f'{w}/req.jsonl')]
 assert len(reqs) >= 30, len(reqs)
 worst, nflag, skipped, ntrue = 0.0, 0, 0, 0

@@ -18,16 +18,12 @@ grep -q "x 2 data-parallel ranks (shared memory)" "$tmp/w2.log"
 test "$(grep -c 'iteration  *[0-9]*/' "$tmp/w2.log")" = 10 # one log line per step: rank 0 only
 test -f "$tmp/w2/iter_0000010/DONE" && test -f "$tmp/w2/iter_0000005/DONE"
 /usr/bin/python3 - "$tmp" <<'PY'
-import json, struct, sys
+import json, sys
+sys.path.insert(0, 'tests/ref')
+from st import tensors_f32 as tensors
 tmp = sys.argv[1]
 def losses(path):
     return {r['iteration']: r['lm_loss'] for r in map(json.loads, open(path)) if 'lm_loss' in r}
-def tensors(path):
-    raw = open(path, 'rb').read()
-    n = struct.unpack('<Q', raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n]); hdr.pop('__metadata__', None)
-    return {k: struct.unpack(f'<{(v["data_offsets"][1] - v["data_offsets"][0]) // 4}f',
-                             raw[8 + n + v['data_offsets'][0]: 8 + n + v['data_offsets'][1]]) for k, v in hdr.items()}
 ref = losses(f'{tmp}/w1/metrics.jsonl')
 assert sorted(ref) == list(range(1, 11)), sorted(ref)
 wr = tensors(f'{tmp}/w1/iter_0000010/model.safetensors')
@@ -46,13 +42,10 @@ PY
 ./gdn train "${common[@]}" --save "$tmp/r2" --nproc_per_node 2 --load "$tmp/r2" > "$tmp/r2b.log"
 grep -q "resuming from" "$tmp/r2b.log"
 /usr/bin/python3 - "$tmp" <<'PY'
-import json, struct, sys
+import sys
+sys.path.insert(0, 'tests/ref')
+from st import tensors_raw as tensors # bytes per tensor: the metadata records the run's flags, which differ
 tmp = sys.argv[1]
-def tensors(path): # raw bytes per tensor (the header's metadata records the run's flags, which differ)
-    raw = open(path, 'rb').read()
-    n = struct.unpack('<Q', raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n]); hdr.pop('__metadata__', None)
-    return {k: raw[8 + n + v['data_offsets'][0]: 8 + n + v['data_offsets'][1]] for k, v in hdr.items()}
 for f in ('model.safetensors', 'optimizer.safetensors'):
     a, b = tensors(f'{tmp}/w2/iter_0000010/{f}'), tensors(f'{tmp}/r2/iter_0000010/{f}')
     assert a.keys() == b.keys() and a, f

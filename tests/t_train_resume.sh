@@ -14,7 +14,9 @@ test "$(cat "$tmp/b/latest_checkpointed_iteration.txt")" = 6
 ./gdn train "${common[@]}" --save "$tmp/b" --load "$tmp/b" > "$tmp/b2.log"
 grep -q "resuming from" "$tmp/b2.log"
 /usr/bin/python3 - "$tmp" <<'PY'
-import json, struct, sys
+import json, sys
+sys.path.insert(0, 'tests/ref')
+from st import tensors_raw as tensors
 tmp = sys.argv[1]
 def losses(path):
     return {r['iteration']: r['lm_loss'] for r in map(json.loads, open(path)) if 'lm_loss' in r}
@@ -23,11 +25,6 @@ assert sorted(a) == list(range(1, 13)), sorted(a)
 assert a == b, [(k, a[k], b.get(k)) for k in a if a[k] != b.get(k)]
 first, last = sum(a[k] for k in (1, 2, 3)) / 3, sum(a[k] for k in (10, 11, 12)) / 3
 assert last < first - 0.3, (first, last)   # it learns (log(500) = 6.2 at the start)
-def tensors(path):
-    raw = open(path, 'rb').read()
-    n = struct.unpack('<Q', raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n]); hdr.pop('__metadata__', None)
-    return {k: raw[8 + n + v['data_offsets'][0]: 8 + n + v['data_offsets'][1]] for k, v in hdr.items()}
 for f in ('model.safetensors', 'optimizer.safetensors'):
     ta, tb = tensors(f'{tmp}/a/iter_0000012/{f}'), tensors(f'{tmp}/b/iter_0000012/{f}')
     assert ta.keys() == tb.keys() and len(ta) > 0
