@@ -145,6 +145,15 @@ template <typename T> __device__ __forceinline__ float rnd(float x) { return to_
 
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// Orders the shared-memory accesses of a warp's lanes (the emulator schedules lanes as fibers).
+__device__ __forceinline__ void cu_syncwarp() {
+#ifdef GDN_EMU
+    emu::syncwarp();
+#else
+    __syncwarp();
+#endif
+}
+
 // Sum over the 32 lanes; the xor butterfly gives every lane the same bits (fp add is commutative).
 template <typename F> __device__ __forceinline__ F warp_sum(F v) {
 #pragma unroll
@@ -213,6 +222,23 @@ template <typename T, int V> __device__ __forceinline__ void store_vec(T *p, con
         *reinterpret_cast<uint4 *>(p) = raw;
     }
 }
+// Two consecutive act values (4 bytes in bf16, 8 in fp32); the caller checks 2*sizeof(T) alignment.
+template <typename T> struct alignas(2 * sizeof(T)) Pair2 {
+    T a, b;
+};
+template <typename T> __device__ __forceinline__ void load2(float &x0, float &x1, const T *p) {
+    const Pair2<T> v = *reinterpret_cast<const Pair2<T> *>(p);
+    x0 = to_f(v.a);
+    x1 = to_f(v.b);
+}
+template <typename T> __device__ __forceinline__ void store2(T *p, float x0, float x1) {
+    Pair2<T> v;
+    v.a = from_f<T>(x0);
+    v.b = from_f<T>(x1);
+    *reinterpret_cast<Pair2<T> *>(p) = v;
+}
+static inline bool cu_aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
+
 template <typename T> struct Vec16 {
     static constexpr int n = 16 / (int)sizeof(T); // 4 floats or 8 bf16
 };

@@ -116,6 +116,69 @@ __global__ void conv_bwd_kernel(T *dx, int lddx, float *part, const T *dy, int l
     }
 }
 
+// The same for two neighbouring channels per thread (one 4-byte bf16 pair per load instead of two 2-byte
+// loads) over CONV_TT2 steps (half the tile, so the registers stay the same): D, the strides and the
+// pointers even / pair-aligned. Partials per (b, CONV_TT2 tile).
+enum { CONV_TT2 = 16 };
+template <typename T, int KM>
+__global__ void conv_bwd_pair_kernel(T *dx, int lddx, float *part, const T *dy, int lddy, const T *x, int ldx,
+                                     const float *w, int T_, int D, int K) {
+    const int c = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (c >= D) return;
+    const int b = blockIdx.z, tile = blockIdx.y, t0 = tile * CONV_TT2;
+    float wp[2][KM];
+    conv_taps<KM>(wp[0], w, c, K);
+    conv_taps<KM>(wp[1], w, c + 1, K);
+    constexpr int NX = CONV_TT2 + 2 * KM - 2, NP = CONV_TT2 + KM - 1;
+    float xv[2][NX];
+#pragma unroll
+    for (int i = 0; i < NX; i++) {
+        int t = t0 - (KM - 1) + i;
+        xv[0][i] = xv[1][i] = 0.0f;
+        if (t >= 0 && t < T_) load2(xv[0][i], xv[1][i], x + ((size_t)b * T_ + t) * ldx + c);
+    }
+    float dp[2][NP];
+#pragma unroll
+    for (int p = 0; p < NP; p++) {
+        int t = t0 + p;
+        float g0 = 0.0f, g1 = 0.0f;
+        if (t < T_) load2(g0, g1, dy + ((size_t)b * T_ + t) * lddy + c);
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            float u = 0.0f;
+#pragma unroll
+            for (int jj = 0; jj < KM; jj++) u += wp[q][jj] * xv[q][p + jj];
+            float sg = sigmoid_f(u);
+            dp[q][p] = (q ? g1 : g0) * sg * (1.0f + u * (1.0f - sg)); // 0 past the end (g = 0)
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < CONV_TT2; p++) {
+        int t = t0 + p;
+        if (t >= T_) break;
+        float g[2];
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            g[q] = 0.0f;
+#pragma unroll
+            for (int jj = 0; jj < KM; jj++) g[q] += wp[q][jj] * dp[q][p + KM - 1 - jj];
+        }
+        store2(dx + ((size_t)b * T_ + t) * lddx + c, g[0], g[1]);
+    }
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+        float *pr = part + ((size_t)b * gridDim.y + tile) * D * K + (size_t)(c + q) * K;
+#pragma unroll
+        for (int jj = 0; jj < KM; jj++) {
+            if (jj < KM - K) continue; // padding taps
+            float acc = 0.0f;
+#pragma unroll
+            for (int p = 0; p < CONV_TT2; p++) acc += dp[q][p] * xv[q][p + jj];
+            pr[jj - (KM - K)] = acc;
+        }
+    }
+}
+
 template <typename T>
 static void cu_conv_silu_fwd(void *y, int ldy, const void *x, int ldx, const float *w, const float *state_in,
                              float *state_out, int B, int T_, int D, int K) {
@@ -155,6 +218,19 @@ static void cu_conv_silu_bwd(void *dx, int lddx, float *dw, const void *dy, int 
     CU_REQUIRE(dx != x && dx != dy, "conv_silu_bwd", "dx must not alias dy or x (neighbouring steps read them)");
     CU_REQUIRE(B <= 65535, "conv_silu_bwd", "B=%d sequences exceed the kernel's grid", B);
     if (B == 0 || T_ == 0) return;
+    const size_t pair_bytes = 2 * sizeof(T);
+    if (K <= 4 && D % 2 == 0 && ldx % 2 == 0 && lddx % 2 == 0 && lddy % 2 == 0 && cu_aligned(dx, pair_bytes) &&
+        cu_aligned(dy, pair_bytes) && cu_aligned(x, pair_bytes)) { // the 4-tap pair kernel (every GDN config)
+        dim3 grid(cu_blocks(D / 2, CONV_THREADS), cu_blocks(T_, CONV_TT2), B);
+        CU_REQUIRE(grid.y <= 65535, "conv_silu_bwd", "T=%d exceeds the kernel's grid", T_);
+        const int P = (int)(grid.y * grid.z);
+        float *part = (float *)cu_scratch((size_t)P * D * K * sizeof(float), "conv_silu_bwd");
+        cu_launch("conv_silu_bwd", conv_bwd_pair_kernel<T, 4>, grid, dim3(CONV_THREADS), 0, (T *)dx, lddx, part,
+                  (const T *)dy, lddy, (const T *)x, ldx, w, T_, D, K);
+        cu_add_partials(dw, part, P, D * K, "conv_silu_bwd dw sum");
+        cu_scratch_free(part);
+        return;
+    }
     dim3 grid(cu_blocks(D, CONV_THREADS), cu_blocks(T_, CONV_TT), B);
     CU_REQUIRE(grid.y <= 65535, "conv_silu_bwd", "T=%d exceeds the kernel's grid", T_);
     const int P = (int)(grid.y * grid.z);

@@ -6,6 +6,8 @@
 // row's dy is read for its dw term before that row's ds/do (which may alias dy) is written.
 #include "cuda/common.cuh"
 
+#include <initializer_list>
+
 enum { RMS_BWD_ROWS = 16, GATED_BWD_WARPS = 4, GATED_BWD_ROWS_PER_WARP = 4 }; // rows per dw partial
 
 // ---------------------------------------------------------------------------------------------------
@@ -89,6 +91,63 @@ __global__ void rmsnorm_bwd_kernel(T *ds, float *part, const T *dy, const T *s, 
         for (int i = 0; i < V; i++) part[(size_t)blockIdx.x * h + c + i] = dwp[c + i];
 }
 
+// The same with each thread's NV vectors of dy and s kept in registers from the dot product to the output
+// (one read of each instead of two): h <= NV * V * blockDim.x.
+template <typename T, int V, int NV>
+__global__ void rmsnorm_bwd_reg_kernel(T *ds, float *part, const T *dy, const T *s, const float *rstd, const float *w,
+                                       const T *dres, int N, int h, int R) {
+    CU_DYN_SMEM(float, dwp);
+    const int n0 = blockIdx.x * R, n1 = min(N, n0 + R);
+    float wv[NV][V];
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int c = (threadIdx.x + k * blockDim.x) * V;
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+            wv[k][i] = c < h ? w[c + i] : 0.0f;
+            if (c < h) dwp[c + i] = 0.0f;
+        }
+    }
+    for (int n = n0; n < n1; n++) {
+        const size_t base = (size_t)n * h;
+        const float rs = rstd[n];
+        float d[NV][V], sv[NV][V], dot = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int c = (threadIdx.x + k * blockDim.x) * V;
+            if (c >= h) continue;
+            load_vec<T, V>(d[k], dy + base + c);
+            load_vec<T, V>(sv[k], s + base + c);
+#pragma unroll
+            for (int i = 0; i < V; i++) {
+                dot += (d[k][i] * wv[k][i]) * (sv[k][i] * rs);
+                dwp[c + i] += d[k][i] * (sv[k][i] * rs);
+            }
+        }
+        const float mean = block_sum(dot) / (float)h; // (its barriers also order the reads above before writes)
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int c = (threadIdx.x + k * blockDim.x) * V;
+            if (c >= h) continue;
+            float r[V], o[V];
+            if (dres) load_vec<T, V>(r, dres + base + c);
+#pragma unroll
+            for (int i = 0; i < V; i++) {
+                o[i] = (d[k][i] * wv[k][i] - sv[k][i] * rs * mean) * rs;
+                if (dres) o[i] += r[i];
+            }
+            store_vec<T, V>(ds + base + c, o);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int c = (threadIdx.x + k * blockDim.x) * V;
+        if (c < h)
+#pragma unroll
+            for (int i = 0; i < V; i++) part[(size_t)blockIdx.x * h + c + i] = dwp[c + i];
+    }
+}
+
 static int norm_threads(int h, int V) { // one vector per thread where possible, 32..1024 threads
     int t = (h / V + 31) / 32 * 32;
     return t < 32 ? 32 : t > 256 ? 256 : t;
@@ -124,12 +183,19 @@ static void cu_rmsnorm_bwd(void *ds, float *dw, const void *dy, const void *s, c
     float *part = (float *)cu_scratch((size_t)P * h * sizeof(float), "rmsnorm_bwd");
     constexpr int V = Vec16<T>::n;
     bool vec = h % V == 0 && cu_aligned16(ds) && cu_aligned16(dy) && cu_aligned16(s) && (!dres || cu_aligned16(dres));
-    if (vec)
-        cu_launch("rmsnorm_bwd", rmsnorm_bwd_kernel<T, V>, dim3(P), dim3(norm_threads(h, V)), (size_t)h * 4, (T *)ds,
-                  part, (const T *)dy, (const T *)s, rstd, w, (const T *)dres, N, h, (int)RMS_BWD_ROWS);
+    const int threads = norm_threads(h, V), nv = (h / V + threads - 1) / threads; // vectors per thread
+#define RB_ARGS (T *)ds, part, (const T *)dy, (const T *)s, rstd, w, (const T *)dres, N, h, (int)RMS_BWD_ROWS
+    if (vec && nv == 1)
+        cu_launch("rmsnorm_bwd", rmsnorm_bwd_reg_kernel<T, V, 1>, dim3(P), dim3(threads), (size_t)h * 4, RB_ARGS);
+    else if (vec && nv == 2)
+        cu_launch("rmsnorm_bwd", rmsnorm_bwd_reg_kernel<T, V, 2>, dim3(P), dim3(threads), (size_t)h * 4, RB_ARGS);
+    else if (vec && nv <= 4)
+        cu_launch("rmsnorm_bwd", rmsnorm_bwd_reg_kernel<T, V, 4>, dim3(P), dim3(threads), (size_t)h * 4, RB_ARGS);
+    else if (vec)
+        cu_launch("rmsnorm_bwd", rmsnorm_bwd_kernel<T, V>, dim3(P), dim3(threads), (size_t)h * 4, RB_ARGS);
     else
-        cu_launch("rmsnorm_bwd", rmsnorm_bwd_kernel<T, 1>, dim3(P), dim3(norm_threads(h, 1)), (size_t)h * 4, (T *)ds,
-                  part, (const T *)dy, (const T *)s, rstd, w, (const T *)dres, N, h, (int)RMS_BWD_ROWS);
+        cu_launch("rmsnorm_bwd", rmsnorm_bwd_kernel<T, 1>, dim3(P), dim3(norm_threads(h, 1)), (size_t)h * 4, RB_ARGS);
+#undef RB_ARGS
     cu_add_partials(dw, part, P, h, "rmsnorm_bwd dw sum");
     cu_scratch_free(part);
 }
@@ -174,6 +240,74 @@ __global__ void l2norm_bwd_kernel(T *dx, int lddx, const T *dy, int lddy, const 
     for (int e = lane; e < d; e += 32) dxr[e] = from_f<T>(rs * (to_f(dyr[e]) - dot * to_f(yr[e])));
 }
 
+// The same with each lane holding pairs of elements (2*lane + 64k) in registers between the two passes:
+// one 4-byte (bf16) load per pair instead of two 2-byte loads, and no second read. d even, rows aligned.
+template <typename T, int NP>
+__global__ void l2norm_fwd_pair_kernel(T *y, int ldy, float *rstd, const T *x, int ldx, int N, int heads, int d) {
+    const size_t v = (size_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    if (v >= (size_t)N * heads) return;
+    const int lane = threadIdx.x & 31;
+    const size_t n = v / heads;
+    const int i = (int)(v % heads);
+    const T *xr = x + n * ldx + (size_t)i * d;
+    T *yr = y + n * ldy + (size_t)i * d;
+    float a[NP][2], ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NP; k++) {
+        const int e = 2 * (lane + 32 * k);
+        a[k][0] = a[k][1] = 0.0f;
+        if (e < d) load2(a[k][0], a[k][1], xr + e);
+        ss += a[k][0] * a[k][0] + a[k][1] * a[k][1];
+    }
+    const float rs = 1.0f / sqrtf(warp_sum(ss) + 1e-6f);
+    if (lane == 0) rstd[v] = rs;
+#pragma unroll
+    for (int k = 0; k < NP; k++) {
+        const int e = 2 * (lane + 32 * k);
+        if (e < d) store2(yr + e, a[k][0] * rs, a[k][1] * rs);
+    }
+}
+
+template <typename T, int NP>
+__global__ void l2norm_bwd_pair_kernel(T *dx, int lddx, const T *dy, int lddy, const T *y, int ldy, const float *rstd,
+                                       int N, int heads, int d) {
+    const size_t v = (size_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    if (v >= (size_t)N * heads) return;
+    const int lane = threadIdx.x & 31;
+    const size_t n = v / heads;
+    const int i = (int)(v % heads);
+    const T *dyr = dy + n * lddy + (size_t)i * d, *yr = y + n * ldy + (size_t)i * d;
+    T *dxr = dx + n * lddx + (size_t)i * d;
+    float g[NP][2], yv[NP][2], dot = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NP; k++) {
+        const int e = 2 * (lane + 32 * k);
+        g[k][0] = g[k][1] = yv[k][0] = yv[k][1] = 0.0f;
+        if (e < d) {
+            load2(g[k][0], g[k][1], dyr + e);
+            load2(yv[k][0], yv[k][1], yr + e);
+        }
+        dot += g[k][0] * yv[k][0] + g[k][1] * yv[k][1];
+    }
+    dot = warp_sum(dot);
+    const float rs = rstd[v];
+#pragma unroll
+    for (int k = 0; k < NP; k++) {
+        const int e = 2 * (lane + 32 * k);
+        if (e < d) store2(dxr + e, rs * (g[k][0] - dot * yv[k][0]), rs * (g[k][1] - dot * yv[k][1]));
+    }
+}
+
+// Pairs per lane for the pair kernels (d <= 64 NP), or 0 when d, a stride or a pointer rules them out.
+template <typename T> static int pair_lanes(int d, std::initializer_list<int> lds, std::initializer_list<const void *> ps) {
+    if (d % 2 || d > 256) return 0;
+    for (int ld : lds)
+        if (ld % 2) return 0;
+    for (const void *p : ps)
+        if (!cu_aligned(p, 2 * sizeof(T))) return 0;
+    return d <= 64 ? 1 : d <= 128 ? 2 : 4;
+}
+
 template <typename T>
 static void cu_l2norm_fwd(void *y, int ldy, float *rstd, const void *x, int ldx, int N, int heads, int d) {
     CU_REQUIRE(y && rstd && x, "l2norm_fwd", "NULL pointer (y, rstd, x)");
@@ -181,8 +315,14 @@ static void cu_l2norm_fwd(void *y, int ldy, float *rstd, const void *x, int ldx,
     CU_REQUIRE(ldx >= heads * d && ldy >= heads * d, "l2norm_fwd", "row strides ldx=%d ldy=%d below heads*d=%d", ldx,
                ldy, heads * d);
     if (N == 0) return;
-    cu_launch("l2norm_fwd", l2norm_fwd_kernel<T>, dim3(cu_blocks((size_t)N * heads, 4)), dim3(128), 0, (T *)y, ldy,
-              rstd, (const T *)x, ldx, N, heads, d);
+    const dim3 grid(cu_blocks((size_t)N * heads, 4));
+    switch (pair_lanes<T>(d, {ldx, ldy}, {x, y})) {
+    case 1: cu_launch("l2norm_fwd", l2norm_fwd_pair_kernel<T, 1>, grid, dim3(128), 0, (T *)y, ldy, rstd, (const T *)x, ldx, N, heads, d); break;
+    case 2: cu_launch("l2norm_fwd", l2norm_fwd_pair_kernel<T, 2>, grid, dim3(128), 0, (T *)y, ldy, rstd, (const T *)x, ldx, N, heads, d); break;
+    case 4: cu_launch("l2norm_fwd", l2norm_fwd_pair_kernel<T, 4>, grid, dim3(128), 0, (T *)y, ldy, rstd, (const T *)x, ldx, N, heads, d); break;
+    default:
+        cu_launch("l2norm_fwd", l2norm_fwd_kernel<T>, grid, dim3(128), 0, (T *)y, ldy, rstd, (const T *)x, ldx, N, heads, d);
+    }
 }
 
 template <typename T>
@@ -193,8 +333,15 @@ static void cu_l2norm_bwd(void *dx, int lddx, const void *dy, int lddy, const vo
     CU_REQUIRE(lddx >= heads * d && lddy >= heads * d && ldy >= heads * d, "l2norm_bwd",
                "row strides lddx=%d lddy=%d ldy=%d below heads*d=%d", lddx, lddy, ldy, heads * d);
     if (N == 0) return;
-    cu_launch("l2norm_bwd", l2norm_bwd_kernel<T>, dim3(cu_blocks((size_t)N * heads, 4)), dim3(128), 0, (T *)dx, lddx,
-              (const T *)dy, lddy, (const T *)y, ldy, rstd, N, heads, d);
+    const dim3 grid(cu_blocks((size_t)N * heads, 4));
+#define L2B_ARGS (T *)dx, lddx, (const T *)dy, lddy, (const T *)y, ldy, rstd, N, heads, d
+    switch (pair_lanes<T>(d, {lddx, lddy, ldy}, {dx, dy, y})) {
+    case 1: cu_launch("l2norm_bwd", l2norm_bwd_pair_kernel<T, 1>, grid, dim3(128), 0, L2B_ARGS); break;
+    case 2: cu_launch("l2norm_bwd", l2norm_bwd_pair_kernel<T, 2>, grid, dim3(128), 0, L2B_ARGS); break;
+    case 4: cu_launch("l2norm_bwd", l2norm_bwd_pair_kernel<T, 4>, grid, dim3(128), 0, L2B_ARGS); break;
+    default: cu_launch("l2norm_bwd", l2norm_bwd_kernel<T>, grid, dim3(128), 0, L2B_ARGS);
+    }
+#undef L2B_ARGS
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -265,6 +412,96 @@ __global__ void gated_rmsnorm_bwd_kernel(T *dO, int lddo, T *dz, int lddz, float
     }
 }
 
+// Pair versions (see the L2 norm's): values stay in registers between the statistics and the outputs.
+template <typename T, int NP>
+__global__ void gated_rmsnorm_fwd_pair_kernel(T *y, int ldy, float *rstd, const T *o, int ldo, const T *z, int ldz,
+                                              const float *w, int N, int HV, int dv, float eps) {
+    const size_t v = (size_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    if (v >= (size_t)N * HV) return;
+    const int lane = threadIdx.x & 31;
+    const size_t n = v / HV;
+    const int j = (int)(v % HV);
+    const T *orow = o + n * ldo + (size_t)j * dv, *zr = z + n * ldz + (size_t)j * dv;
+    T *yr = y + n * ldy + (size_t)j * dv;
+    float a[NP][2], zz[NP][2], ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NP; k++) {
+        const int e = 2 * (lane + 32 * k);
+        a[k][0] = a[k][1] = zz[k][0] = zz[k][1] = 0.0f;
+        if (e < dv) {
+            load2(a[k][0], a[k][1], orow + e);
+            load2(zz[k][0], zz[k][1], zr + e);
+        }
+        ss += a[k][0] * a[k][0] + a[k][1] * a[k][1];
+    }
+    const float rs = 1.0f / sqrtf(warp_sum(ss) / (float)dv + eps);
+    if (lane == 0) rstd[v] = rs;
+#pragma unroll
+    for (int k = 0; k < NP; k++) {
+        const int e = 2 * (lane + 32 * k);
+        if (e < dv)
+            store2(yr + e, a[k][0] * rs * w[e] * (zz[k][0] * sigmoid_f(zz[k][0])),
+                   a[k][1] * rs * w[e + 1] * (zz[k][1] * sigmoid_f(zz[k][1])));
+    }
+}
+
+template <typename T, int NP>
+__global__ void gated_rmsnorm_bwd_pair_kernel(T *dO, int lddo, T *dz, int lddz, float *part, const T *dy, int lddy,
+                                              const T *o, int ldo, const T *z, int ldz, const float *rstd,
+                                              const float *w, int N, int HV, int dv) {
+    CU_DYN_SMEM(float, dwp); // [warps][dv]
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+    float *mine = dwp + (size_t)warp * dv;
+    for (int e = lane; e < dv; e += 32) mine[e] = 0.0f;
+    cu_syncwarp(); // the zeroing above and the pair updates below touch different lanes' columns
+    const size_t rows = (size_t)N * HV, r0 = ((size_t)blockIdx.x * nwarps + warp) * GATED_BWD_ROWS_PER_WARP;
+    for (size_t v = r0; v < r0 + GATED_BWD_ROWS_PER_WARP && v < rows; v++) {
+        const size_t n = v / HV, col = (v % HV) * dv;
+        const T *dyr = dy + n * lddy + col, *orow = o + n * ldo + col, *zr = z + n * ldz + col;
+        T *dor = dO + n * lddo + col, *dzr = dz + n * lddz + col;
+        const float rs = rstd[v];
+        float g[NP][2], xh[NP][2], zz[NP][2], dot = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NP; k++) {
+            const int e = 2 * (lane + 32 * k);
+            g[k][0] = g[k][1] = xh[k][0] = xh[k][1] = zz[k][0] = zz[k][1] = 0.0f;
+            if (e < dv) {
+                load2(g[k][0], g[k][1], dyr + e);
+                load2(xh[k][0], xh[k][1], orow + e);
+                load2(zz[k][0], zz[k][1], zr + e);
+#pragma unroll
+                for (int q = 0; q < 2; q++) {
+                    const float ze = zz[k][q], sw = ze * sigmoid_f(ze);
+                    xh[k][q] *= rs;
+                    dot += (g[k][q] * sw * w[e + q]) * xh[k][q];
+                    mine[e + q] += (g[k][q] * sw) * xh[k][q];
+                }
+            }
+        }
+        const float mean = warp_sum(dot) / (float)dv; // every lane's reads are done before any write below
+#pragma unroll
+        for (int k = 0; k < NP; k++) {
+            const int e = 2 * (lane + 32 * k);
+            if (e >= dv) continue;
+            float od[2], zd[2];
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                const float ze = zz[k][q], sg = sigmoid_f(ze), u = g[k][q] * (ze * sg) * w[e + q];
+                od[q] = (u - xh[k][q] * mean) * rs;
+                zd[q] = g[k][q] * xh[k][q] * w[e + q] * sg * (1.0f + ze * (1.0f - sg));
+            }
+            store2(dor + e, od[0], od[1]);
+            store2(dzr + e, zd[0], zd[1]);
+        }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < dv; e += blockDim.x) {
+        float t = dwp[e];
+        for (int x = 1; x < nwarps; x++) t += dwp[(size_t)x * dv + e];
+        part[(size_t)blockIdx.x * dv + e] = t;
+    }
+}
+
 template <typename T>
 static void cu_gated_rmsnorm_fwd(void *y, int ldy, float *rstd, const void *o, int ldo, const void *z, int ldz,
                                  const float *w, int N, int HV, int dv, float eps) {
@@ -273,8 +510,15 @@ static void cu_gated_rmsnorm_fwd(void *y, int ldy, float *rstd, const void *o, i
     CU_REQUIRE(ldy >= HV * dv && ldo >= HV * dv && ldz >= HV * dv, "gated_rmsnorm_fwd",
                "row strides ldy=%d ldo=%d ldz=%d below HV*dv=%d", ldy, ldo, ldz, HV * dv);
     if (N == 0) return;
-    cu_launch("gated_rmsnorm_fwd", gated_rmsnorm_fwd_kernel<T>, dim3(cu_blocks((size_t)N * HV, 4)), dim3(128), 0,
-              (T *)y, ldy, rstd, (const T *)o, ldo, (const T *)z, ldz, w, N, HV, dv, eps);
+    const dim3 grid(cu_blocks((size_t)N * HV, 4));
+#define GF_ARGS (T *)y, ldy, rstd, (const T *)o, ldo, (const T *)z, ldz, w, N, HV, dv, eps
+    switch (pair_lanes<T>(dv, {ldy, ldo, ldz}, {y, o, z})) {
+    case 1: cu_launch("gated_rmsnorm_fwd", gated_rmsnorm_fwd_pair_kernel<T, 1>, grid, dim3(128), 0, GF_ARGS); break;
+    case 2: cu_launch("gated_rmsnorm_fwd", gated_rmsnorm_fwd_pair_kernel<T, 2>, grid, dim3(128), 0, GF_ARGS); break;
+    case 4: cu_launch("gated_rmsnorm_fwd", gated_rmsnorm_fwd_pair_kernel<T, 4>, grid, dim3(128), 0, GF_ARGS); break;
+    default: cu_launch("gated_rmsnorm_fwd", gated_rmsnorm_fwd_kernel<T>, grid, dim3(128), 0, GF_ARGS);
+    }
+#undef GF_ARGS
 }
 
 template <typename T>
@@ -294,9 +538,15 @@ static void cu_gated_rmsnorm_bwd(void *do_, int lddo, void *dz, int lddz, float 
     const long P = (rows + per_block - 1) / per_block;
     CU_REQUIRE(P <= 0x7fffffffL, "gated_rmsnorm_bwd", "N*HV=%ld rows is more than this kernel's grid allows", rows);
     float *part = (float *)cu_scratch((size_t)P * dv * sizeof(float), "gated_rmsnorm_bwd");
-    cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_kernel<T>, dim3((unsigned)P), dim3(32 * GATED_BWD_WARPS), smem,
-              (T *)do_, lddo, (T *)dz, lddz, part, (const T *)dy, lddy, (const T *)o, ldo, (const T *)z, ldz, rstd, w,
-              N, HV, dv);
+#define GB_ARGS (T *)do_, lddo, (T *)dz, lddz, part, (const T *)dy, lddy, (const T *)o, ldo, (const T *)z, ldz, rstd, w, N, HV, dv
+    const dim3 grid((unsigned)P), block(32 * GATED_BWD_WARPS);
+    switch (pair_lanes<T>(dv, {lddo, lddz, lddy, ldo, ldz}, {do_, dz, dy, o, z})) {
+    case 1: cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_pair_kernel<T, 1>, grid, block, smem, GB_ARGS); break;
+    case 2: cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_pair_kernel<T, 2>, grid, block, smem, GB_ARGS); break;
+    case 4: cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_pair_kernel<T, 4>, grid, block, smem, GB_ARGS); break;
+    default: cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_kernel<T>, grid, block, smem, GB_ARGS);
+    }
+#undef GB_ARGS
     cu_add_partials(dw, part, (int)P, dv, "gated_rmsnorm_bwd dw sum");
     cu_scratch_free(part);
 }

@@ -634,22 +634,24 @@ static void cases_conv(Rng *g, int B, int T, int D, int K, int pad, int state, i
     fill_normal(add_t(c, "dw", K_F32, R_ACC, D, K, 0, F32_ORDER, B16_FP32), g, 0, 1);
 }
 
-static void cases_l2norm(Rng *g, int N, int heads, int d, int pad) {
+// step: how far apart the tensors' row strides are (odd: the scalar kernels; even with even ld and d: the
+// kernels that move element pairs)
+static void cases_l2norm(Rng *g, int N, int heads, int d, int pad, int step) {
     int ld = heads * d + pad;
-    Case *c = new_case("l2norm_fwd", run_l2norm_fwd, "N=%d heads=%d d=%d ld+%d", N, heads, d, pad);
-    c->i[0] = N, c->i[1] = heads, c->i[2] = d, c->i[3] = ld, c->i[4] = ld + 1;
+    Case *c = new_case("l2norm_fwd", run_l2norm_fwd, "N=%d heads=%d d=%d ld+%d,+%d", N, heads, d, pad, step);
+    c->i[0] = N, c->i[1] = heads, c->i[2] = d, c->i[3] = ld, c->i[4] = ld + step;
     fill_normal(add_in(c, "x", K_ACT, N, heads * d, ld), g, 0, 1);
-    add_t(c, "y", K_ACT, R_OUT, N, heads * d, ld + 1, F32_ORDER, B16_STORE);
+    add_t(c, "y", K_ACT, R_OUT, N, heads * d, ld + step, F32_ORDER, B16_STORE);
     add_t(c, "rstd", K_F32, R_OUT, N, heads, 0, F32_ORDER, B16_FP32);
 
-    c = new_case("l2norm_bwd", run_l2norm_bwd, "N=%d heads=%d d=%d ld+%d", N, heads, d, pad);
-    c->i[0] = N, c->i[1] = heads, c->i[2] = d, c->i[3] = ld, c->i[4] = ld + 1, c->i[5] = ld + 2;
+    c = new_case("l2norm_bwd", run_l2norm_bwd, "N=%d heads=%d d=%d ld+%d,+%d", N, heads, d, pad, step);
+    c->i[0] = N, c->i[1] = heads, c->i[2] = d, c->i[3] = ld, c->i[4] = ld + step, c->i[5] = ld + 2 * step;
     fill_normal(add_in(c, "dy", K_ACT, N, heads * d, ld), g, 0, 1);
-    Tensor *y = add_in(c, "y", K_ACT, N, heads * d, ld + 1);
+    Tensor *y = add_in(c, "y", K_ACT, N, heads * d, ld + step);
     fill_normal(y, g, 0, 1);
     normalise_heads(y, heads, d);
     fill_uniform(add_in(c, "rstd", K_F32, N, heads, 0), g, 0.1f, 2.0f);
-    add_t(c, "dx", K_ACT, R_OUT, N, heads * d, ld + 2, F32_ORDER, B16_STORE);
+    add_t(c, "dx", K_ACT, R_OUT, N, heads * d, ld + 2 * step, F32_ORDER, B16_STORE);
 }
 
 static void cases_gate(Rng *g, int N, int HV, int pad) {
@@ -861,6 +863,9 @@ static void build_cases(int quick) {
     cases_rmsnorm(&g, 7, 1000, 1, 1, 0); // scalar path (1000 % 8 != 0) and s_out aliasing resid
     cases_rmsnorm(&g, 20, 256, 0, 0, 0);
     cases_rmsnorm(&g, 2048, 1024, 1, 0, 1);
+    cases_rmsnorm(&g, 9, 3072, 1, 0, 0);  // two vectors per thread in the backward's registers
+    cases_rmsnorm(&g, 5, 8000, 1, 0, 0);  // four, the last partial
+    cases_rmsnorm(&g, 3, 12000, 0, 0, 0); // more than four: the kernel that reads twice
     cases_matmul(&g, 37, 48, 40, 8, 0, 0);
     cases_matmul(&g, 33, 24, 72, 5, 1, 0); // odd strides: unaligned rows for cuBLASLt
     cases_matmul(&g, 64, 96, 128, 0, 1, 0);
@@ -871,12 +876,18 @@ static void build_cases(int quick) {
     cases_conv(&g, 1, 33, 20, 6, 2, 1, 0);  // K=6: the 8-tap kernel
     cases_conv(&g, 1, 40, 17, 12, 0, 0, 0); // K=12: the 16-tap kernel, no state
     cases_conv(&g, 2, 130, 1024, 4, 0, 0, 0);
-    cases_l2norm(&g, 50, 3, 32, 5);
-    cases_l2norm(&g, 40, 4, 64, 0);
+    cases_l2norm(&g, 50, 3, 32, 5, 1);  // odd strides: scalar kernels
+    cases_l2norm(&g, 40, 4, 64, 0, 1);
+    cases_l2norm(&g, 40, 8, 64, 0, 2);  // the 300M's q|k: one pair per lane
+    cases_l2norm(&g, 30, 2, 100, 4, 2); // two pairs per lane, the second partial
+    cases_l2norm(&g, 9, 1, 256, 2, 6);  // four pairs per lane
     cases_gate(&g, 70, 6, 3);
     cases_gate(&g, 600, 8, 0); // more than one 256-row partial block
-    cases_gated(&g, 40, 3, 48, 4);
-    cases_gated(&g, 66, 8, 64, 0);
+    cases_gated(&g, 40, 3, 48, 4);  // pairs, lanes 24-31 idle
+    cases_gated(&g, 66, 8, 64, 0);  // the 300M's heads
+    cases_gated(&g, 35, 2, 40, 3);  // odd strides: scalar kernels
+    cases_gated(&g, 21, 2, 176, 2); // three pairs per lane -> the four-pair kernel
+    cases_gated(&g, 8, 1, 300, 0);  // dv > 256: scalar kernels
     cases_swiglu(&g, 30, 40, 0, 0);
     cases_swiglu(&g, 9, 36, 1, 0); // F % 8 != 0 (bf16 scalar path), dgu = gu in place
     cases_swiglu(&g, 2048, 4096, 0, 1);
