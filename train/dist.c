@@ -95,7 +95,12 @@ void dist_barrier(Dist *d) {
 }
 
 void dist_init_backend(Dist *d, const Backend *be) {
-    if (d->world <= 1 || strcmp(be->name, "cuda")) return;
+    if (d->world <= 1) return;
+    // every rank must have the same backend (with --device auto, a rank without a GPU would take the CPU)
+    char what[160];
+    snprintf(what, sizeof what, "the backend (this rank: %s; nproc_per_node more than the GPUs visible?)", be->name);
+    dist_check_same(d, hash_bytes(be->name, strlen(be->name)) ^ (uint64_t)be->act_bytes, what);
+    if (strcmp(be->name, "cuda")) return;
     char err[ERR_LEN];
     int n = cuda_nccl_id_size();
     if (n > (int)sizeof d->shm->nccl_id) die("data parallel: NCCL id of %d bytes does not fit", n);
