@@ -23,7 +23,7 @@ static cublasLtHandle_t g_lt;
 static cublasHandle_t g_blas; // the cublasGemmEx fallback
 static int g_force_gemmex;
 static void *g_lt_ws;
-static const size_t LT_WS_BYTES = 32u << 20;
+static size_t LT_WS_BYTES = 32u << 20; // GDN_CUDA_GEMM_WS_MB overrides (benchmarks)
 
 #define LT_CHECK(call, what)                                                                                           \
     do {                                                                                                               \
@@ -39,6 +39,8 @@ int cu_matmul_init(char *err, size_t errlen) {
     if ((s = cublasCreate(&g_blas)) != CUBLAS_STATUS_SUCCESS ||
         (s = cublasSetStream(g_blas, g_cu.stream)) != CUBLAS_STATUS_SUCCESS)
         return set_err(err, errlen, "cublasCreate failed: %s", cublasGetStatusString(s));
+    const char *ws = getenv("GDN_CUDA_GEMM_WS_MB");
+    if (ws && atoi(ws) > 0) LT_WS_BYTES = (size_t)atoi(ws) << 20;
     cudaError_t e = cudaMalloc(&g_lt_ws, LT_WS_BYTES);
     if (e != cudaSuccess)
         return set_err(err, errlen, "allocating the cuBLASLt workspace failed: %s", cudaGetErrorString(e));

@@ -1215,18 +1215,19 @@ static int run_bench(int small) {
         bench_report(&x, "rmsnorm_bwd (+dres)", 4.0 * N * h * ab, 0);
         be->free(xx), be->free(r), be->free(y), be->free(s), be->free(rstd), be->free(w), be->free(dw);
     }
-    { // GEMMs of one layer: fused q|k|v|g|b|a projection, o_proj, gate|up, down; and their backward
-        const int shapes[4][2] = {{2 * Kd + 2 * Vd + 2 * HV, h}, {h, Vd}, {2 * F, h}, {h, F}};
-        const char *names[4] = {"in_proj [1552 x 1024]", "o_proj [1024 x 512]", "gate|up [8192 x 1024]",
-                                "down [1024 x 4096]"};
-        for (int s = 0; s < 4; s++) {
-            int No = shapes[s][0], K = shapes[s][1];
-            void *xx = bench_buf(be, (size_t)N * K, 1, 0, 1, &g), *W = bench_buf(be, (size_t)No * K, 1, 0, 0.02f, &g);
-            void *y = bench_buf(be, (size_t)N * No, 1, 0, 1, &g);
+    { // GEMMs of one layer: fused q|k|v|g|b|a projection, o_proj, gate|up, down; and their backward; and the
+      // three GEMMs of one 4096-row chunk of the lm head (x8 per step; its logits GEMM writes fp32 there)
+        const int shapes[5][2] = {{2 * Kd + 2 * Vd + 2 * HV, h}, {h, Vd}, {2 * F, h}, {h, F}, {V, h}};
+        const char *names[5] = {"in_proj [1552 x 1024]", "o_proj [1024 x 512]", "gate|up [8192 x 1024]",
+                                "down [1024 x 4096]", "lm head chunk [128256 x 1024] M=4096"};
+        for (int s = 0; s < 5; s++) {
+            int No = shapes[s][0], K = shapes[s][1], M = s == 4 && N > 4096 ? 4096 : N;
+            void *xx = bench_buf(be, (size_t)M * K, 1, 0, 1, &g), *W = bench_buf(be, (size_t)No * K, 1, 0, 0.02f, &g);
+            void *y = bench_buf(be, (size_t)M * No, 1, 0, 1, &g);
             float *dW = be->alloc((size_t)No * K * 4);
-            double fl = 2.0 * N * No * K;
+            double fl = 2.0 * M * No * K;
             char nm[80];
-            x.which = BE_MM_F, x.p[0] = y, x.p[1] = xx, x.p[2] = W, x.i[0] = N, x.i[1] = No, x.i[2] = K;
+            x.which = BE_MM_F, x.p[0] = y, x.p[1] = xx, x.p[2] = W, x.i[0] = M, x.i[1] = No, x.i[2] = K;
             snprintf(nm, sizeof nm, "matmul_fwd %s", names[s]);
             bench_report(&x, nm, 0, fl);
             x.which = BE_MM_BX, x.p[0] = xx, x.p[1] = y, x.p[2] = W;
