@@ -11,7 +11,7 @@
 
 #include "cuda/common.cuh"
 
-enum { CE_THREADS = 512, CE_UNROLL = 4 };
+enum { CE_THREADS = 512 };
 static const size_t CE_CHUNK_BYTES = (size_t)2 << 30; // fp32 logits chunk budget (4096 rows at V = 128256)
 
 // logits fp32 [rows, V] in; dlogits (act dtype, may alias the logits when act is fp32) out.
@@ -83,7 +83,8 @@ __global__ void ce_rows_vec_kernel(const float *logits, T *dlogits, int V, const
         return;
     }
     float mx = -INFINITY, se = 0.0f;
-    auto take = [&](const float4 q) {
+    for (int i = threadIdx.x; i < V4; i += blockDim.x) {
+        const float4 q = l4[i];
         const float lm = fmaxf(fmaxf(q.x, q.y), fmaxf(q.z, q.w));
         if (lm > mx) {
             se *= expf(mx - lm); // 0 while mx is -inf (se is 0 then too)
@@ -91,18 +92,7 @@ __global__ void ce_rows_vec_kernel(const float *logits, T *dlogits, int V, const
         }
         if (mx != -INFINITY) // all masked so far: nothing to add (and -inf - -inf would be NaN)
             se += (expf(q.x - mx) + expf(q.y - mx)) + (expf(q.z - mx) + expf(q.w - mx));
-    };
-    // CE_UNROLL loads issued before any is used (more bytes in flight per thread), then the remainder
-    const int step = blockDim.x;
-    int i = threadIdx.x;
-    for (; i + (CE_UNROLL - 1) * step < V4; i += CE_UNROLL * step) {
-        float4 q[CE_UNROLL];
-#pragma unroll
-        for (int u = 0; u < CE_UNROLL; u++) q[u] = l4[i + u * step];
-#pragma unroll
-        for (int u = 0; u < CE_UNROLL; u++) take(q[u]);
     }
-    for (; i < V4; i += step) take(l4[i]);
     const float M = block_max(mx);
     const float S = block_sum(mx == -INFINITY ? 0.0f : se * expf(mx - M));
     const float lt = logits[(size_t)r * V + tgt]; // read before the gradient may overwrite the row (fp32 mode)
@@ -110,26 +100,18 @@ __global__ void ce_rows_vec_kernel(const float *logits, T *dlogits, int V, const
     if (!want_grad) return;
     __syncthreads(); // every thread has read the target's logit
     const float inv = 1.0f / S;
-    auto emit = [&](int j, const float4 q) {
+    for (int i = threadIdx.x; i < V4; i += blockDim.x) {
+        const float4 q = l4[i];
         const float x[4] = {q.x, q.y, q.z, q.w};
         Quad<T> o;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             float p = expf(x[k] - M) * inv * loss_scale;
-            if (4 * j + k == tgt) p -= loss_scale;
+            if (4 * i + k == tgt) p -= loss_scale;
             o.v[k] = from_f<T>(p);
         }
-        d4[j] = o;
-    };
-    i = threadIdx.x;
-    for (; i + (CE_UNROLL - 1) * step < V4; i += CE_UNROLL * step) {
-        float4 q[CE_UNROLL];
-#pragma unroll
-        for (int u = 0; u < CE_UNROLL; u++) q[u] = l4[i + u * step];
-#pragma unroll
-        for (int u = 0; u < CE_UNROLL; u++) emit(i + u * step, q[u]);
+        d4[i] = o;
     }
-    for (; i < V4; i += step) emit(i, l4[i]);
 }
 
 template <typename T>

@@ -912,7 +912,7 @@ static void build_cases(int quick) {
     cases_lmhead(&g, 70, 64, 1000, 1, 0, 0);
     cases_lmhead(&g, 50, 40, 517, 1, 16, 0); // forced 16-row chunks: the chunk loop
     cases_lmhead(&g, 33, 40, 300, 0, 0, 0);
-    cases_lmhead(&g, 6, 32, 8200, 1, 0, 0); // rows long enough for the softmax pass's unrolled loop
+    cases_lmhead(&g, 6, 32, 8200, 1, 0, 0); // rows longer than 4 x 512 float4s
     cases_lmhead(&g, 64, 1024, 128256, 1, 0, 1);
     cases_logits_stats(&g, 5, 1000, 1, 0);
     cases_logits_stats(&g, 3, 37, 0, 0); // fewer columns than threads
