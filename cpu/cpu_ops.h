@@ -110,6 +110,10 @@ void cpu_sum_gva_groups(float *dq, float *dK, int lddqk, const float *dqs, const
 void cpu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets, int N,
                    int h, int V, float loss_scale);
 void cpu_lmhead_logits(float *logits, const void *y, const void *E, int N, int h, int V);
+// Vectorised exp loops (cpu/softmax_simd.c): sum_c exp(l[c] - mx) (float blocks of 1024, added in double),
+// and l[c] = exp(l[c] - mx) * scale in place.
+double cpu_sum_exp(const float *l, int V, float mx);
+void cpu_exp_scale(float *l, int V, float mx, float scale);
 void cpu_logits_stats(int32_t *argmax, float *logprob, const float *logits, const int32_t *targets, int rows, int V);
 
 // ---- optimizer (cpu/adamw.c); p_act must be NULL or p (fp32 activations share the master copy)

@@ -50,13 +50,11 @@ void cpu_lmhead_ce(float *losses, void *dy_, float *dE, const void *y_, const vo
             }
             float mx = l[0];
             for (int c = 1; c < V; c++) mx = l[c] > mx ? l[c] : mx;
-            double se = 0;
-            for (int c = 0; c < V; c++) se += expf(l[c] - mx);
+            double se = cpu_sum_exp(l, V, mx);
             double lse = mx + log(se);
             losses[n0 + r] = (float)(lse - l[tgt]);
             if (dy) {
-                float inv = (float)(1.0 / se);
-                for (int c = 0; c < V; c++) l[c] = expf(l[c] - mx) * inv * loss_scale;
+                cpu_exp_scale(l, V, mx, (float)(1.0 / se) * loss_scale);
                 l[tgt] -= loss_scale;
             }
         }
