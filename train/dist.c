@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -44,11 +45,13 @@ void dist_launch(Dist *d, int world) {
     if (pthread_barrier_init(&shm->bar, &ba, (unsigned)world)) die("data parallel: cannot create a process-shared barrier");
     fflush(stdout);
     fflush(stderr);
-    pid_t pids[MAX_WORLD];
+    pid_t pids[MAX_WORLD], launcher = getpid();
     for (int r = 0; r < world; r++) {
         pid_t p = fork();
         if (p < 0) die("data parallel: fork failed: %s", strerror(errno));
         if (p == 0) { // a rank
+            prctl(PR_SET_PDEATHSIG, SIGTERM); // the launcher killed: do not run on alone
+            if (getppid() != launcher) _exit(1); // (it died before the line above)
             d->rank = r, d->world = world, d->shm = shm;
             char v[16], prefix[32];
             snprintf(v, sizeof v, "%d", r);
