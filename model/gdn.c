@@ -344,13 +344,15 @@ void model_score_rows(Model *m, const int32_t *rows, const int32_t *targets, int
         m->score_lp = be->alloc(chunk * sizeof(float));
         m->score_y = be->alloc((size_t)chunk * h * be->act_bytes);
     }
+    for (int i = 0; i < n; i++) {
+        if (rows[i] < 0 || rows[i] >= N) die("model_score_rows: row %d outside the last forward's %d rows", rows[i], N);
+        if (targets[i] < 0 || targets[i] >= V)
+            die("model_score_rows: target id %d outside the vocabulary [0, %d)", targets[i], V);
+    }
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int c = n - i0 < chunk ? n - i0 : chunk;
         for (int i = 0; i < c;) { // runs of consecutive rows: one copy each
             int r = rows[i0 + i], len = 1;
-            if (r < 0 || r >= N) die("model_score_rows: row %d outside the last forward's %d rows", r, N);
-            if (targets[i0 + i] < 0 || targets[i0 + i] >= V)
-                die("model_score_rows: target id %d outside the vocabulary [0, %d)", targets[i0 + i], V);
             while (i + len < c && rows[i0 + i + len] == r + len && r + len < N) len++;
             be->memcpy_d2d(A(m, m->score_y, (size_t)i * h), A(m, m->y_final, (size_t)r * h), (size_t)len * h * be->act_bytes);
             i += len;
