@@ -133,7 +133,6 @@ __device__ __forceinline__ float bf16_lo(uint32_t v) { return __bfloat162float(_
 __device__ __forceinline__ float bf16_hi(uint32_t v) { return __bfloat162float(__ushort_as_bfloat16((unsigned short)(v >> 16))); }
 __device__ __forceinline__ float rnd_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
-__device__ __forceinline__ void tc_syncwarp() { cu_syncwarp(); }
 
 // d += A B for one 16x8 tile (bf16 inputs, fp32 accumulators).
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {

@@ -186,7 +186,7 @@ template <bool BWD> __global__ void __launch_bounds__(TC_THREADS) dr_tc_intra_ke
             for (int nt = 0; nt < 2; nt++)
 #pragma unroll
                 for (int x = 0; x < 4; x++) Rw[(g + 8 * (x >> 1)) * RW_LD + 8 * nt + 2 * t + (x & 1)] = r[nt][x];
-            tc_syncwarp();
+            cu_syncwarp();
             mma_split16(tij, Tf, AF_LD, 16 * I, 16 * I, Rw, RW_LD, 0, 0);
 #pragma unroll
             for (int nt = 0; nt < 2; nt++)

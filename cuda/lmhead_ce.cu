@@ -14,13 +14,12 @@
 enum { CE_THREADS = 512 };
 static const size_t CE_CHUNK_BYTES = (size_t)2 << 30; // fp32 logits chunk budget (4096 rows at V = 128256)
 
-// logits fp32 [rows, V] in; dlogits (act dtype, may alias the logits when act is fp32) out.
+// A row's target: one >= V is reported; it and negative ones mean an ignored row, which gets loss 0 and a
+// zero gradient row here. Returns -1 for an ignored row (nothing left to do), else the target.
 template <typename T>
-__global__ void ce_rows_kernel(const float *logits, T *dlogits, int V, const int32_t *targets, float *losses,
-                               int want_grad, float loss_scale, int row0, CuDevError *err) {
+__device__ __forceinline__ int ce_row_target(T *dl, int V, const int32_t *targets, float *losses, int want_grad,
+                                             int row0, CuDevError *err) {
     const int r = blockIdx.x;
-    const float *l = logits + (size_t)r * V;
-    T *dl = dlogits + (size_t)r * V;
     int tgt = targets[r];
     if (tgt >= V) {
         if (threadIdx.x == 0) dev_report(err, CU_ERR_TARGET_ID, row0 + r, tgt, V);
@@ -30,8 +29,19 @@ __global__ void ce_rows_kernel(const float *logits, T *dlogits, int V, const int
         if (threadIdx.x == 0) losses[r] = 0.0f;
         if (want_grad)
             for (int c = threadIdx.x; c < V; c += blockDim.x) dl[c] = from_f<T>(0.0f);
-        return;
     }
+    return tgt;
+}
+
+// logits fp32 [rows, V] in; dlogits (act dtype, may alias the logits when act is fp32) out.
+template <typename T>
+__global__ void ce_rows_kernel(const float *logits, T *dlogits, int V, const int32_t *targets, float *losses,
+                               int want_grad, float loss_scale, int row0, CuDevError *err) {
+    const int r = blockIdx.x;
+    const float *l = logits + (size_t)r * V;
+    T *dl = dlogits + (size_t)r * V;
+    const int tgt = ce_row_target(dl, V, targets, losses, want_grad, row0, err);
+    if (tgt < 0) return;
     // Online max / sum of exp per thread, then combined across the block in a fixed order.
     float mx = -INFINITY, se = 0.0f;
     for (int c = threadIdx.x; c < V; c += blockDim.x) {
@@ -68,20 +78,8 @@ __global__ void ce_rows_vec_kernel(const float *logits, T *dlogits, int V, const
     const int r = blockIdx.x, V4 = V / 4;
     const float4 *l4 = reinterpret_cast<const float4 *>(logits + (size_t)r * V);
     Quad<T> *d4 = reinterpret_cast<Quad<T> *>(dlogits + (size_t)r * V);
-    int tgt = targets[r];
-    if (tgt >= V) {
-        if (threadIdx.x == 0) dev_report(err, CU_ERR_TARGET_ID, row0 + r, tgt, V);
-        tgt = -1;
-    }
-    if (tgt < 0) {
-        if (threadIdx.x == 0) losses[r] = 0.0f;
-        if (want_grad) {
-            Quad<T> z;
-            for (int k = 0; k < 4; k++) z.v[k] = from_f<T>(0.0f);
-            for (int i = threadIdx.x; i < V4; i += blockDim.x) d4[i] = z;
-        }
-        return;
-    }
+    const int tgt = ce_row_target(dlogits + (size_t)r * V, V, targets, losses, want_grad, row0, err);
+    if (tgt < 0) return;
     float mx = -INFINITY, se = 0.0f;
     for (int i = threadIdx.x; i < V4; i += blockDim.x) {
         const float4 q = l4[i];

@@ -1,7 +1,6 @@
 // scorer_model.c: the Scorer (eval/scorer.h) for a loaded GDN model. Requests are run in batches padded on
 // the right to the longest (a causal model's earlier positions do not see the padding); only the
 // continuation rows' logits are computed.
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -45,6 +45,10 @@ if has bench1b; then # the recipe's 1B config (16 GDN + 16 MLP blocks, hidden 20
   stage bench1b ./gdn bench --config configs/gdn-1b.yaml --micro_batch_size 16 --seq_length 2048 --device cuda --steps 5 --warmup 2
 fi
 W=build/fla_work
+# FLA's 300M init as a gdn checkpoint in $W/ckpt_init, for the stages that need a model but not parity
+ensure_ckpt_init() {
+  [ -d "$W/ckpt_init" ] || { mkdir -p "$W"; python3 scripts/fla_ref.py init "$W/hf_init" >/dev/null 2>&1; ./gdn convert --from-hf "$W/hf_init" --save "$W/ckpt_init" >/dev/null; }
+}
 if has fla || has fla_train; then
   rm -rf "$W"; mkdir -p "$W"
   stage fla_init python3 scripts/fla_ref.py init "$W/hf_init"
@@ -89,7 +93,7 @@ sys.exit(0 if e1 <= 1e-3 else 1)
 PY
 fi
 if has roundtrip; then # ours -> FLA: a gdn checkpoint exported to HF, loaded by FLA, gives gdn's logits
-  [ -d "$W/ckpt_init" ] || { mkdir -p "$W"; python3 scripts/fla_ref.py init "$W/hf_init" >/dev/null 2>&1; ./gdn convert --from-hf "$W/hf_init" --save "$W/ckpt_init" >/dev/null; }
+  ensure_ckpt_init
   stage train_short ./gdn train --config configs/gdn-300m.yaml --load "$W/ckpt_init" --finetune \
       --train_data_path "$DATA" --data_order fla --micro_batch_size 16 --global_batch_size 16 --train_iters 10 \
       --lr_warmup_iters 2 --log_interval 5 --device cuda --save "$W/ckpt_trained"
@@ -114,7 +118,7 @@ sys.exit(0 if cos >= 0.99999 and rel <= 1e-4 and abs(loss(ref) - loss(got)) <= 1
 PY
 fi
 if has decode; then # recurrent decoding speed of the 300M, and greedy CPU == CUDA
-  [ -d "$W/ckpt_init" ] || { mkdir -p "$W"; python3 scripts/fla_ref.py init "$W/hf_init" >/dev/null 2>&1; ./gdn convert --from-hf "$W/hf_init" --save "$W/ckpt_init" >/dev/null; }
+  ensure_ckpt_init
   TOK=.assets/llama3/tokenizer.json
   for b in 1 16; do
     stage decode_b$b ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" --prompt "The capital of France is" \
@@ -134,7 +138,7 @@ if has decode; then # recurrent decoding speed of the 300M, and greedy CPU == CU
       [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ] && grep -q '^generate:' $OUT/greedy_cuda_fp32.log && echo 'greedy text: CPU == CUDA (fp32)'"
 fi
 if has eval; then # loglikelihood requests/s of the 300M: synthetic ARC-Easy docs in the hub's schema
-  [ -d "$W/ckpt_init" ] || { mkdir -p "$W"; python3 scripts/fla_ref.py init "$W/hf_init" >/dev/null 2>&1; ./gdn convert --from-hf "$W/hf_init" --save "$W/ckpt_init" >/dev/null; }
+  ensure_ckpt_init
   E=$W/evaldata/allenai/ai2_arc/ARC-Easy; mkdir -p "$E"
   python3 - "$E/test.jsonl" <<'PY'
 import json, random, sys

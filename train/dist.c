@@ -117,14 +117,13 @@ void dist_init_backend(Dist *d, const Backend *be) {
     d->nccl = 1;
 }
 
-void dist_allreduce_sum(Dist *d, const Backend *be, float *buf, size_t n) {
+void dist_allreduce_sum(Dist *d, float *buf, size_t n) {
     if (d->world <= 1 || !n) return;
     if (d->nccl) {
         cuda_nccl_allreduce_sum(buf, n);
         return;
     }
     // host memory (CPU backend): chunk by chunk through the shared slots, summed in rank order
-    (void)be;
     size_t chunk = SLOT_BYTES / sizeof(float);
     float *mine = (float *)(d->shm->slots + (size_t)d->rank * SLOT_BYTES);
     for (size_t o = 0; o < n; o += chunk) {

@@ -26,7 +26,7 @@ void dist_launch(Dist *d, int world);
 // In each rank once the backend is chosen: the NCCL communicator when the backend is CUDA.
 void dist_init_backend(Dist *d, const Backend *be);
 // buf (backend memory, n floats) = its sum over the ranks, identical on every rank.
-void dist_allreduce_sum(Dist *d, const Backend *be, float *buf, size_t n);
+void dist_allreduce_sum(Dist *d, float *buf, size_t n);
 // x[0..n) (host, n <= 16) = its sum over the ranks, added in rank order.
 void dist_allreduce_host(Dist *d, double *x, int n);
 // Dies on every rank if the ranks' values of `what` differ (e.g. a hash of the weights).

@@ -176,7 +176,7 @@ int cmd_train(int argc, char **argv) {
         }
         // ranks: sum the loss sums and the gradients (each rank's are of its tokens' losses / all valid tokens)
         dist_allreduce_host(&dist, &loss_sum, 1);
-        dist_allreduce_sum(&dist, be, m->grads, P);
+        dist_allreduce_sum(&dist, m->grads, P);
         double loss = loss_sum / valid;
         double gnorm = model_grad_norm(m);
         if (!isfinite(loss)) die("iteration %ld: loss is %f; stopping without saving a checkpoint", it, loss);
