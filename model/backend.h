@@ -21,6 +21,25 @@
 extern "C" {
 #endif
 
+// Inputs of the gated delta rule, shared by its forward and backward. Token rows n = b*T + t, N = B*T.
+typedef struct {
+    const void *q, *k; int ldqk;   // [N, H*dk] each, L2-normed, row stride ldqk
+    const void *v; int ldv;        // [N, HV*dv]; v head j reads q/k head j / (HV/H)
+    const float *beta, *gamma;     // [N, HV] fp32
+    void *h_save;                  // per-chunk start states [B, HV, NT, dk, dv] act (NT = ceil(T/64)): the
+                                   // forward writes them (NULL: not kept), the backward reads them
+    int B, T, H, HV, dk, dv;
+    float scale;                   // applied to q . k (dk^-1/2)
+} DeltaRuleArgs;
+
+// Gradients of the delta rule's inputs: dq, dk [N, H*dk] (each summed over its q/k head's v heads) with row
+// stride lddqk, dv [N, HV*dv] stride lddv, dbeta and dgamma [N, HV] fp32.
+typedef struct {
+    void *dq, *dk; int lddqk;
+    void *dv; int lddv;
+    float *dbeta, *dgamma;
+} DeltaRuleGrads;
+
 typedef struct Backend {
     const char *name; // "cpu", "cuda"
     int act_bytes;    // 4 or 2
@@ -82,20 +101,12 @@ typedef struct Backend {
                      const float *dgamma, const void *b, const void *a, const float *A_log, const float *dt_bias,
                      int N, int HV);
 
-    // ---- gated delta rule (spec model.md §2.4 semantics, chunk size 64 form §3)
-    // q, k: [N, H*dk] (L2-normed) with row stride ldqk; v: [N, HV*dv] stride ldv; beta, gamma: [N, HV] fp32.
-    // v head j reads q/k head j / (HV/H). o: [N, HV*dv] stride ldo.
-    // h_save: per-chunk start states [B, HV, NT, dk, dv] act (NT = ceil(T/64)), kept for backward; may be NULL.
-    // state: [B, HV, dk, dv] fp32, initial state in and final state out; NULL = zero initial, not returned.
-    void (*delta_rule_fwd)(void *o, int ldo, void *h_save, float *state, const void *q, const void *k, int ldqk,
-                           const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H,
-                           int HV, int dk, int dv, float scale);
-    // Overwrites dQ, dK ([N, H*dk], summed over each q/k head's v heads), dV, dbeta, dgamma (fp32 [N,HV]).
-    // Zero initial state assumed (training).
-    void (*delta_rule_bwd)(void *dQ, void *dK, int lddqk, void *dV, int lddv, float *dbeta, float *dgamma,
-                           const void *do_, int lddo, const void *h_save, const void *q, const void *k, int ldqk,
-                           const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H,
-                           int HV, int dk, int dv, float scale);
+    // ---- gated delta rule (spec model.md §2.4 semantics, chunk size 64 form §3); arguments in DeltaRuleArgs.
+    // o: [N, HV*dv] stride ldo. state: [B, HV, dk, dv] fp32, initial state in and final state out; NULL = zero
+    // initial, not returned.
+    void (*delta_rule_fwd)(const DeltaRuleArgs *a, void *o, int ldo, float *state);
+    // Gradients into g (all overwritten) from do_ [N, HV*dv] stride lddo. Zero initial state assumed (training).
+    void (*delta_rule_bwd)(const DeltaRuleArgs *a, const void *do_, int lddo, const DeltaRuleGrads *g);
 
     // ---- output norm and gate (FLA FusedRMSNormGated, swish): per (n, v head j), over e < dv:
     // y = o * rstd * w[e] * silu(z), rstd[n*HV+j] = (mean_e o^2 + eps)^-1/2.

@@ -20,8 +20,12 @@ enum { INIT_NORMAL, INIT_ONES, INIT_A_LOG, INIT_DT_BIAS };
 
 // X(field, hf_suffix, ndim, d0, d1, d2, init, decay). Shapes use ModelDims d (see params.c).
 // decay follows Megatron: no weight decay on 1-D tensors (norms, A_log, dt_bias).
-#define GDN_LAYER_TENSORS(X)                                                       \
-    X(attn_norm, "attn_norm.weight", 1, d.h, 1, 1, INIT_ONES, 0)                   \
+// A block is LAYER_TENSORS_PRE, then its kind's mixer LAYER_TENSORS_<kind> (config.h LAYER_KINDS), then
+// LAYER_TENSORS_MLP: FLA's order, whatever the kind (the checkpoint prefix is "attn." for every mixer).
+#define LAYER_TENSORS_PRE(X)                                                       \
+    X(attn_norm, "attn_norm.weight", 1, d.h, 1, 1, INIT_ONES, 0)
+
+#define LAYER_TENSORS_gdn(X)                                                       \
     X(q_proj, "attn.q_proj.weight", 2, d.Kd, d.h, 1, INIT_NORMAL, 1)               \
     X(k_proj, "attn.k_proj.weight", 2, d.Kd, d.h, 1, INIT_NORMAL, 1)               \
     X(v_proj, "attn.v_proj.weight", 2, d.Vd, d.h, 1, INIT_NORMAL, 1)               \
@@ -34,18 +38,28 @@ enum { INIT_NORMAL, INIT_ONES, INIT_A_LOG, INIT_DT_BIAS };
     X(k_conv1d, "attn.k_conv1d.weight", 3, d.Kd, 1, d.K, INIT_NORMAL, 1)           \
     X(v_conv1d, "attn.v_conv1d.weight", 3, d.Vd, 1, d.K, INIT_NORMAL, 1)           \
     X(o_norm, "attn.o_norm.weight", 1, d.dv, 1, 1, INIT_ONES, 0)                   \
-    X(o_proj, "attn.o_proj.weight", 2, d.h, d.Vd, 1, INIT_NORMAL, 1)               \
+    X(o_proj, "attn.o_proj.weight", 2, d.h, d.Vd, 1, INIT_NORMAL, 1)
+
+#define LAYER_TENSORS_MLP(X)                                                       \
     X(mlp_norm, "mlp_norm.weight", 1, d.h, 1, 1, INIT_ONES, 0)                     \
     X(gate_proj, "mlp.gate_proj.weight", 2, d.F, d.h, 1, INIT_NORMAL, 1)           \
     X(up_proj, "mlp.up_proj.weight", 2, d.F, d.h, 1, INIT_NORMAL, 1)               \
     X(down_proj, "mlp.down_proj.weight", 2, d.h, d.F, 1, INIT_NORMAL, 1)
 
-// Element offsets of one block's tensors in the flat buffer.
+// Element offsets of one block's tensors in the flat buffer: the shared ones, and per kind its mixer's
+// (LayerOffsets_gdn: w->gdn.q_proj; only the block's own kind is set).
+#define X(field, ...) size_t field;
+#define K(e, kind) typedef struct { LAYER_TENSORS_##kind(X) } LayerOffsets_##kind;
+LAYER_KINDS(K)
+#undef K
 typedef struct {
-#define X(field, hf, nd, a, b, c, init, decay) size_t field;
-    GDN_LAYER_TENSORS(X)
-#undef X
+    LAYER_TENSORS_PRE(X)
+    LAYER_TENSORS_MLP(X)
+#define K(e, kind) LayerOffsets_##kind kind;
+    LAYER_KINDS(K)
+#undef K
 } LayerOffsets;
+#undef X
 
 typedef struct {
     char name[96];    // FLA HuggingFace name, e.g. "model.layers.3.attn.q_proj.weight"
@@ -54,6 +68,7 @@ typedef struct {
     size_t off, numel; // in elements of the flat buffer
     int init, decay;
     int layer;        // block index, -1 for global tensors
+    int kind;         // the block's LayerKind, -1 for global tensors
 } TensorInfo;
 
 typedef struct {
