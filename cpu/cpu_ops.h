@@ -27,7 +27,6 @@ extern "C" {
         if (!(cond)) die("cpu backend, " op ": " __VA_ARGS__);                                             \
     } while (0)
 
-#define CPU_DELTA_CHUNK 64 // chunk length of the chunked delta rule (FLA's C = 64)
 
 // ---- memory (cpu/backend.c)
 void *cpu_alloc(size_t bytes); // zero-filled, 64-byte aligned

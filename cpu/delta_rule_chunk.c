@@ -21,7 +21,7 @@
 
 #include "cpu/cpu_ops.h"
 
-enum { C = CPU_DELTA_CHUNK };
+enum { C = GDN_CHUNK };
 
 // ---- small dense helpers (row-major, single thread; the caller is already parallel)
 

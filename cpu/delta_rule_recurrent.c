@@ -11,7 +11,7 @@
 
 #include "cpu/cpu_ops.h"
 
-enum { SEG = CPU_DELTA_CHUNK }; // checkpoint spacing = the chunk size, so h_save doubles as the checkpoints
+enum { SEG = GDN_CHUNK }; // checkpoint spacing = the chunk size, so h_save doubles as the checkpoints
 
 // Shape rules shared by both delta-rule forms.
 void cpu_delta_check_dims(const char *op, int B, int T, int H, int HV, int dk, int dv) {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/model_load.h"
+#include "../io/model_load.h"
 #include "../util/common.h"
 
 void infer_open(InferModel *im, int argc, char **argv) {

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "../model/gdn.h"
-#include "../model/model_load.h"
+#include "../io/model_load.h"
 #include "../util/common.h"
 
 int cmd_logits(int argc, char **argv) {

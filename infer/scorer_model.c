@@ -6,7 +6,7 @@
 
 #include "../eval/scorer.h"
 #include "../model/gdn.h"
-#include "../model/model_load.h"
+#include "../io/model_load.h"
 #include "../util/common.h"
 
 typedef struct {
@@ -69,7 +69,7 @@ int eval_open_scorer(const char *load, const char *device, Scorer *out, char *er
     ms->m = model_create(&c, be, 0);
     model_set_params(ms->m, params);
     free(params);
-    ms->batch = strcmp(be->name, "cpu") ? 1 << 30 : 4; // GPU: the whole call (--batch-size) in one forward
+    ms->batch = be->eval_batch; // GPU: the whole call (--batch-size) in one forward
     out->ctx = ms;
     out->max_length = 2048; // FLA GatedDeltaNetConfig max_position_embeddings, which lm-eval uses
     out->score = score_batch;

@@ -9,10 +9,10 @@
 #include "gdn.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cpu/cpu_ops.h"
 #include "../util/common.h"
 #include "layer.h"
 
@@ -44,13 +44,7 @@ Model *model_create(const Config *cfg, const Backend *be, int training) {
     Model *m = xcalloc(1, sizeof *m);
     m->cfg = *cfg;
     m->d = config_dims(cfg);
-    m->ops = *be;
-    m->be = &m->ops;
-    if (!strcmp(cfg->delta_rule, "recurrent")) {
-        if (strcmp(be->name, "cpu")) die("delta_rule=recurrent is the CPU reference form; use chunk on %s", be->name);
-        m->ops.delta_rule_fwd = cpu_delta_rule_recurrent_fwd;
-        m->ops.delta_rule_bwd = cpu_delta_rule_recurrent_bwd;
-    }
+    m->be = be;
     m->training = training;
     params_layout(&m->lay, &m->d);
     size_t n = m->lay.total;
@@ -65,53 +59,31 @@ Model *model_create(const Config *cfg, const Backend *be, int training) {
     return m;
 }
 
+void *model_arena_take(Model *m, size_t bytes) {
+    size_t off = m->arena_used;
+    m->arena_used += (bytes + 255) / 256 * 256;
+    return m->arena ? (char *)m->arena + off : NULL;
+}
+
 static void free_acts(Model *m) {
-    const Backend *be = m->be;
     if (!m->blk) return;
-    for (int l = 0; l < m->d.L; l++) {
-        BlockActs *b = &m->blk[l];
-        if (acts_owner(m, l) < 0) kind_of(m, l)->acts_free(m, l);
-        if (!m->training && l > 0) { // aliases of block 0, plus the shared stream buffer freed once
-            if (l == 1) be->free(b->s_attn);
-            continue;
-        }
-        void *ps[] = {b->s_attn, b->y_attn, b->rstd_attn, b->s_mlp, b->y_mlp, b->rstd_mlp, b->GU, b->Hh};
-        for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-            if (ps[i] && ps[i] != m->emb) be->free(ps[i]);
-    }
+    m->be->free(m->arena);
+    m->arena = NULL;
+    m->arena_used = 0;
     free(m->blk);
     m->blk = NULL;
-    if (m->training)
-        for (int k = 0; k < LAYER_NKINDS; k++)
-            if (kind_used(m, k)) KINDS[k]->grads_free(m);
-    void *gs[] = {m->ids, m->targets, m->emb, m->s_final, m->y_final, m->rstd_final, m->out, m->losses, m->dy,
-                  m->ds0, m->ds1, m->dGU, m->dH};
-    for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
-        if (gs[i]) be->free(gs[i]);
     m->B = m->T = 0;
 }
 
-// Sized for (B, T) on first use; a new shape re-allocates.
-static void ensure_acts(Model *m, int B, int T) {
-    if (m->blk && B == m->B && T == m->T) return;
-    // Inference buffers are per row (no per-chunk states), so ones allocated for more rows serve fewer, and
-    // switching between prefill and decode keeps the pointers a recorded decode graph uses.
-    if (m->blk && !m->training && (size_t)B * T <= m->cap_N) {
-        m->B = B; m->T = T;
-        return;
-    }
-    free_acts(m);
-    m->acts_gen++;
-    const Backend *be = m->be;
+// Every activation buffer for N = B*T rows, as slices of the arena (model_arena_take).
+static void layout_acts(Model *m, int B, int T) {
     const ModelDims *d = &m->d;
-    size_t N = (size_t)B * T, ab = (size_t)be->act_bytes;
-#define ACT(n) be->alloc((size_t)(n) * ab)
-#define F32(n) be->alloc((size_t)(n) * sizeof(float))
-    m->B = B; m->T = T; m->cap_N = N;
-    m->ids = be->alloc(N * sizeof(int32_t));
-    m->targets = be->alloc(N * sizeof(int32_t));
+    size_t N = (size_t)B * T, ab = (size_t)m->be->act_bytes;
+#define ACT(n) model_arena_take(m, (size_t)(n) * ab)
+#define F32(n) model_arena_take(m, (size_t)(n) * sizeof(float))
+    m->ids = model_arena_take(m, N * sizeof(int32_t));
+    m->targets = model_arena_take(m, N * sizeof(int32_t));
     m->emb = ACT(N * d->h);
-    m->blk = xcalloc((size_t)d->L, sizeof *m->blk);
     // Training keeps every block's activations for backward. Inference shares block 0's buffers across
     // blocks (the mixer's: the first block of the kind's); only the residual stream needs two buffers (into
     // attn norm, into mlp norm) that alternate.
@@ -142,6 +114,28 @@ static void ensure_acts(Model *m, int B, int T) {
     }
 #undef ACT
 #undef F32
+}
+
+// Sized for (B, T) on first use; a new shape re-allocates.
+static void ensure_acts(Model *m, int B, int T) {
+    if (m->blk && B == m->B && T == m->T) return;
+    // Inference buffers are per row (no per-chunk states), so ones allocated for more rows serve fewer, and
+    // switching between prefill and decode keeps the pointers a recorded decode graph uses.
+    if (m->blk && !m->training && (size_t)B * T <= m->cap_N) {
+        m->B = B; m->T = T;
+        return;
+    }
+    free_acts(m);
+    m->acts_gen++;
+    m->blk = xcalloc((size_t)m->d.L, sizeof *m->blk);
+    layout_acts(m, B, T); // sizing pass
+    size_t bytes = m->arena_used;
+    m->arena = m->be->alloc(bytes);
+    m->arena_used = 0;
+    layout_acts(m, B, T);
+    m->B = B; m->T = T; m->cap_N = (size_t)B * T;
+    fprintf(stderr, "model: activations for %d x %d tokens (%s): allocating %.1f MiB\n", B, T,
+            m->training ? "training" : "inference", bytes / 1048576.0);
 }
 
 void model_free(Model *m) {

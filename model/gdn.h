@@ -41,6 +41,8 @@ typedef struct Model {
     int32_t *ids, *targets; // [N] backend memory
     void *emb;              // s_0 [N,h]
     BlockActs *blk;         // [L]
+    void *arena;            // every buffer above and below (sized for B x T), one allocation
+    size_t arena_used;      // bytes laid out so far
     void *s_final, *y_final; float *rstd_final;
     void *out;              // scratch sublayer output [N,h]
     float *losses;          // [N]
@@ -54,7 +56,6 @@ typedef struct Model {
     void *score_y;          // [64, h] act: the scored rows of y_final, gathered
     size_t cap_N;           // rows the activations were allocated for (inference reuses them for fewer)
     unsigned acts_gen;      // bumped when the activations move (graphs recorded against them are stale)
-    Backend ops;            // the backend's table; be points here (delta_rule may be swapped for the recurrent form)
 } Model;
 
 // Recurrent inference state of B sequences: per block its kind's decode state (GDN: the conv windows and

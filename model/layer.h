@@ -12,14 +12,16 @@ static inline float *PF(const Model *m, size_t off) { return m->params + off; } 
 static inline float *GF(const Model *m, size_t off) { return m->grads + off; }  // its gradient
 static inline void *WA(const Model *m, size_t off) { return A(m, m->wact, off); } // its GEMM compute copy
 
+// A slice of the model's activation arena (zero-filled, 256-byte aligned). gdn.c lays the activations out
+// twice: a sizing pass (arena not allocated yet: returns NULL, adds up the bytes), then the real one.
+void *model_arena_take(Model *m, size_t bytes);
+
 typedef struct {
-    // Activations of block l for (B, T) rows: kept for backward when training. share >= 0 (inference):
-    // alias block `share`'s buffers instead (an earlier block of the same kind); acts_free is then not called.
+    // Activations of block l for (B, T) rows from model_arena_take: kept for backward when training.
+    // share >= 0 (inference): alias block `share`'s buffers instead (an earlier block of the same kind).
     void (*acts_alloc)(Model *m, int l, int B, int T, int share);
-    void (*acts_free)(Model *m, int l);
-    // Backward scratch shared by the kind's blocks (training), for B*T rows.
+    // Backward scratch shared by the kind's blocks (training), for B*T rows, from model_arena_take.
     void (*grads_alloc)(Model *m, int B, int T);
-    void (*grads_free)(Model *m);
     // m->blk[l].y_attn [N,h] -> m->out [N,h]. st: the block's decode state (read and updated) or NULL.
     void (*fwd)(Model *m, int l, int B, int T, LayerState *st);
     // dout = dL/d out [N,h] -> m->dy = dL/d y_attn (overwrite); the mixer's parameter gradients accumulate.

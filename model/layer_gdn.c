@@ -1,11 +1,8 @@
 // layer_gdn.c: the Gated DeltaNet mixer (FLA GatedDeltaNet, spec model.md §2), layer kind LAYER_GDN:
 // its activations, forward, backward and recurrent decode state over the backend op table.
 #include <math.h>
-#include <string.h>
 
 #include "layer.h"
-
-#define NCHUNK 64
 
 // fused column layout of P = in_proj output and C = conv output
 typedef struct { int Dp, Dc, q, k, v, g, b, a; } ProjCols;
@@ -23,49 +20,33 @@ static void acts_alloc(Model *m, int l, int B, int T, int share) {
         *b = m->blk[share].gdn;
         return;
     }
-    const Backend *be = m->be;
     const ModelDims *d = &m->d;
     ProjCols c = proj_cols(d);
-    size_t N = (size_t)B * T, ab = (size_t)be->act_bytes, NT = (size_t)(T + NCHUNK - 1) / NCHUNK;
-    b->P = be->alloc(N * c.Dp * ab);
-    b->C = be->alloc(N * c.Dc * ab);
-    b->QK = be->alloc(N * 2 * d->Kd * ab);
-    b->qk_rstd = be->alloc(N * 2 * d->H * sizeof(float));
-    b->beta = be->alloc(N * d->HV * sizeof(float));
-    b->gamma = be->alloc(N * d->HV * sizeof(float));
-    b->h_save = m->training ? be->alloc((size_t)B * d->HV * NT * d->dk * d->dv * ab) : NULL;
-    b->o = be->alloc(N * d->Vd * ab);
-    b->on = be->alloc(N * d->Vd * ab);
-    b->on_rstd = be->alloc(N * d->HV * sizeof(float));
-}
-static void acts_free(Model *m, int l) {
-    GdnActs *b = &m->blk[l].gdn;
-    void *ps[] = {b->P, b->C, b->QK, b->qk_rstd, b->beta, b->gamma, b->h_save, b->o, b->on, b->on_rstd};
-    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-        if (ps[i]) m->be->free(ps[i]);
-    memset(b, 0, sizeof *b);
+    size_t N = (size_t)B * T, ab = (size_t)m->be->act_bytes, NT = (size_t)(T + GDN_CHUNK - 1) / GDN_CHUNK;
+    b->P = model_arena_take(m, N * c.Dp * ab);
+    b->C = model_arena_take(m, N * c.Dc * ab);
+    b->QK = model_arena_take(m, N * 2 * d->Kd * ab);
+    b->qk_rstd = model_arena_take(m, N * 2 * d->H * sizeof(float));
+    b->beta = model_arena_take(m, N * d->HV * sizeof(float));
+    b->gamma = model_arena_take(m, N * d->HV * sizeof(float));
+    b->h_save = m->training ? model_arena_take(m, (size_t)B * d->HV * NT * d->dk * d->dv * ab) : NULL;
+    b->o = model_arena_take(m, N * d->Vd * ab);
+    b->on = model_arena_take(m, N * d->Vd * ab);
+    b->on_rstd = model_arena_take(m, N * d->HV * sizeof(float));
 }
 
 static void grads_alloc(Model *m, int B, int T) {
-    const Backend *be = m->be;
     const ModelDims *d = &m->d;
     ProjCols c = proj_cols(d);
-    size_t N = (size_t)B * T, ab = (size_t)be->act_bytes;
+    size_t N = (size_t)B * T, ab = (size_t)m->be->act_bytes;
     GdnGrads *g = &m->gdn_grads;
-    g->dP = be->alloc(N * c.Dp * ab);
-    g->dC = be->alloc(N * c.Dc * ab);
-    g->dQK = be->alloc(N * 2 * d->Kd * ab);
-    g->do_ = be->alloc(N * d->Vd * ab);
-    g->don = be->alloc(N * d->Vd * ab);
-    g->dbeta = be->alloc(N * d->HV * sizeof(float));
-    g->dgamma = be->alloc(N * d->HV * sizeof(float));
-}
-static void grads_free(Model *m) {
-    GdnGrads *g = &m->gdn_grads;
-    void *ps[] = {g->dP, g->dC, g->dQK, g->do_, g->don, g->dbeta, g->dgamma};
-    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-        if (ps[i]) m->be->free(ps[i]);
-    memset(g, 0, sizeof *g);
+    g->dP = model_arena_take(m, N * c.Dp * ab);
+    g->dC = model_arena_take(m, N * c.Dc * ab);
+    g->dQK = model_arena_take(m, N * 2 * d->Kd * ab);
+    g->do_ = model_arena_take(m, N * d->Vd * ab);
+    g->don = model_arena_take(m, N * d->Vd * ab);
+    g->dbeta = model_arena_take(m, N * d->HV * sizeof(float));
+    g->dgamma = model_arena_take(m, N * d->HV * sizeof(float));
 }
 
 // The delta rule reads q|k from the L2-normed QK columns and v from the conv output's v columns.
@@ -142,6 +123,6 @@ static void state_free(Model *m, int l, LayerState *ls) {
 }
 
 const LayerKindOps layer_gdn = {
-    .acts_alloc = acts_alloc, .acts_free = acts_free, .grads_alloc = grads_alloc, .grads_free = grads_free,
+    .acts_alloc = acts_alloc, .grads_alloc = grads_alloc,
     .fwd = fwd, .bwd = bwd, .state_alloc = state_alloc, .state_reset = state_reset, .state_free = state_free,
 };

@@ -625,7 +625,7 @@ static void test_chunk_vs_recurrent(int B, int T, int H, int HV, int dk, int dv)
     DrCtx c;
     dr_make(&c, B, T, H, HV, dk, dv);
     size_t N = (size_t)B * T, SS = (size_t)dk * dv;
-    int NT = (T + CPU_DELTA_CHUNK - 1) / CPU_DELTA_CHUNK;
+    int NT = (T + GDN_CHUNK - 1) / GDN_CHUNK;
     float *o_r = vec(N * c.ldo), *o_c = vec(N * c.ldo);
     // forward from a nonzero initial state: outputs and final states
     float *s_r = vec_normal((size_t)B * HV * SS, 0.5f), *s_c = vec_copy(s_r, (size_t)B * HV * SS);

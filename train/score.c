@@ -9,7 +9,7 @@
 #include "../data/indexed.h"
 #include "../model/gdn.h"
 #include "../util/common.h"
-#include "../model/model_load.h"
+#include "../io/model_load.h"
 
 int cmd_score(int argc, char **argv) {
     if (arg_is_help(argc, argv) || argc < 2) {

@@ -27,9 +27,6 @@
 #include "model/backend.h"
 #include "util/common.h"
 
-// The CUDA backend's timing hook (cuda/backend.cu).
-double gdn_cuda_time_ms(void (*fn)(void *), void *ctx, int reps);
-
 // ===================================================================================================
 // tolerances: relative to max |reference| of the output
 
@@ -1172,8 +1169,8 @@ static void *bench_buf(const Backend *be, size_t n, int act, float mean, float s
 }
 
 static void bench_report(BenchCtx *x, const char *name, double bytes, double flops) {
-    gdn_cuda_time_ms(bench_call, x, 1); // warm-up (plans, pool, lazy loading)
-    double ms = gdn_cuda_time_ms(bench_call, x, 5);
+    x->be->time_ms(bench_call, x, 1); // warm-up (plans, pool, lazy loading)
+    double ms = x->be->time_ms(bench_call, x, 5);
     if (ms < 0) { // the CPU emulator has no timing
         printf("%-34s ran (no timing in the emulator)\n", name);
         return;

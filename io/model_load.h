@@ -2,7 +2,7 @@
 #pragma once
 #include <stddef.h>
 
-#include "config.h"
+#include "../model/config.h"
 
 #ifdef __cplusplus
 extern "C" {
