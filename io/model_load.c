@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../model/gdn.h"
 #include "../model/params.h"
 #include "../util/common.h"
 #include "checkpoint.h"
@@ -26,4 +27,15 @@ int model_load_any(const char *path, Config *cfg, float **params, char *err, siz
     params_layout_free(&pl);
     if (rc) { free(*params); *params = NULL; }
     return rc;
+}
+
+Model *model_open(const char *path, const char *device, const char *precision, char *err, size_t errlen) {
+    Config c;
+    float *params;
+    if (model_load_any(path, &c, &params, err, errlen)) return NULL;
+    const char *prec = precision && *precision ? precision : c.precision[0] ? c.precision : "bf16";
+    Model *m = model_create(&c, backend_select(device && *device ? device : "auto", prec), 0);
+    model_set_params(m, params);
+    free(params);
+    return m;
 }
