@@ -1,6 +1,7 @@
 // test_params.c: the tensor table with layer kinds (model/params.h, model/config.h LAYER_KINDS): each block
 // is attn_norm, its kind's mixer tensors, then the MLP, in FLA's order and contiguous; tensors carry their
-// block and kind; the 300M and 1B configs give the published parameter counts (spec model.md §5).
+// block and kind, and their Megatron names (fused runs); the 300M and 1B configs give the published
+// parameter counts (spec model.md §5).
 #include <stdio.h>
 #include <string.h>
 
@@ -50,6 +51,26 @@ static void check_table(const char *yaml, size_t want_total) {
         CHECK(!strcmp(t->name, want), "%s: tensor %d is %s, expected %s", yaml, i, t->name, want);
         CHECK(t->layer == l && t->kind == LAYER_GDN, "%s: %s has layer %d kind %d", yaml, t->name, t->layer, t->kind);
     }
+    // Megatron columns: block l's runs of one name are the fused tensors, with Megatron's row counts
+    for (int l = 0; l < d.L; l++) {
+        int64_t in_rows = 0, conv_ch = 0, fc1_rows = 0;
+        for (int i = 1 + NB * l; i < 1 + NB * (l + 1); i++) {
+            const TensorInfo *t = &pl.tensors[i];
+            CHECK(t->meg && t->meg_te && (t->meg_sub == 0 || t->meg_sub == 1), "%s: %s Megatron columns", yaml, t->name);
+            if (!strcmp(t->meg, "mixer.in_proj.weight")) in_rows += t->shape[0];
+            if (!strcmp(t->meg, "mixer.conv1d.weight")) conv_ch += t->shape[0];
+            if (!strcmp(t->meg, "mlp.linear_fc1.weight")) fc1_rows += t->shape[0];
+            CHECK(t->meg_fp32 == (t->init == INIT_A_LOG || t->init == INIT_DT_BIAS), "%s: %s fp32 flag", yaml, t->name);
+            CHECK(t->meg_sub == (strncmp(t->meg, "mlp.", 4) && strcmp(t->meg, "pre_mlp_layernorm.weight") ? 0 : 1),
+                  "%s: %s in the wrong Megatron sublayer", yaml, t->name);
+        }
+        CHECK(in_rows == 2 * d.Kd + 2 * d.Vd + 2 * d.HV && conv_ch == 2 * d.Kd + d.Vd && fc1_rows == 2 * d.F,
+              "%s: block %d fused rows in_proj %lld conv %lld fc1 %lld", yaml, l, (long long)in_rows,
+              (long long)conv_ch, (long long)fc1_rows);
+    }
+    CHECK(!strcmp(pl.tensors[0].meg, "embedding.word_embeddings.weight") &&
+              !strcmp(pl.tensors[pl.ntensors - 1].meg, "decoder.final_norm.weight"),
+          "%s: global Megatron names", yaml);
     // the per-kind offsets name the same tensors as the table
     for (int l = 0; l < d.L; l++) {
         char name[96];
