@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/model_load.h"
+#include "../io/model_load.h"
 #include "../util/common.h"
 
 void infer_open(InferModel *im, int argc, char **argv) {
@@ -20,14 +20,10 @@ void infer_open(InferModel *im, int argc, char **argv) {
     }
     im->tok = tok_load(tokp, err, sizeof err);
     if (!im->tok) die("%s", err);
-    Config c;
-    float *params;
-    if (model_load_any(load, &c, &params, err, sizeof err)) die("%s", err);
-    if (tok_vocab_size(im->tok) > c.vocab_size)
-        die("tokenizer %s has %d tokens but the model's vocabulary is %d", tokp, tok_vocab_size(im->tok), c.vocab_size);
-    im->m = model_create(&c, backend_select(dev ? dev : "auto", prec ? prec : "bf16"), 0);
-    model_set_params(im->m, params);
-    free(params);
+    im->m = model_open(load, dev, prec, err, sizeof err);
+    if (!im->m) die("%s", err);
+    if (tok_vocab_size(im->tok) > im->m->d.V)
+        die("tokenizer %s has %d tokens but the model's vocabulary is %d", tokp, tok_vocab_size(im->tok), im->m->d.V);
 }
 
 void infer_close(InferModel *im) {

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "../model/gdn.h"
-#include "../model/model_load.h"
+#include "../io/model_load.h"
 #include "../util/common.h"
 
 int cmd_logits(int argc, char **argv) {
@@ -22,12 +22,9 @@ int cmd_logits(int argc, char **argv) {
     if (!raw) die("%s", err);
     if (len == 0 || len % 4) die("%s: %zu bytes is not a non-empty int32 array", idf, len);
     int T = (int)(len / 4);
-    Config c;
-    float *params;
-    if (model_load_any(load, &c, &params, err, sizeof err)) die("%s", err);
-    Model *m = model_create(&c, backend_select(dev ? dev : "auto", prec ? prec : "bf16"), 0);
-    model_set_params(m, params);
-    free(params);
+    Model *m = model_open(load, dev, prec, err, sizeof err);
+    if (!m) die("%s", err);
+    const Config c = m->cfg;
     model_forward(m, (const int32_t *)raw, 1, T);
     float *logits = xmalloc((size_t)T * c.vocab_size * sizeof(float));
     model_logits(m, 0, T, logits);

@@ -171,8 +171,18 @@ int config_apply_flags(Config *c, int *argc, char **argv, char *err, size_t errl
     return 0;
 }
 
+const char *layer_kind_name(int kind) {
+    static const char *names[] = {
+#define X(e, name) [e] = #name,
+        LAYER_KINDS(X)
+#undef X
+    };
+    return kind >= 0 && kind < LAYER_NKINDS ? names[kind] : "?";
+}
+
 ModelDims config_dims(const Config *c) {
     ModelDims d;
+    memset(&d, 0, sizeof d); // compared with memcmp (train.c: checkpoint shape check)
     d.h = c->hidden_size;
     d.L = c->num_layers / 2;
     d.H = c->num_heads;
@@ -186,6 +196,7 @@ ModelDims config_dims(const Config *c) {
     d.V = c->vocab_size;
     d.eps = c->norm_eps;
     d.init_std = c->init_std;
+    for (int l = 0; l < d.L && l < GDN_MAX_BLOCKS; l++) d.kind[l] = LAYER_GDN; // the one place a block's kind is chosen
     return d;
 }
 
@@ -200,6 +211,9 @@ int config_validate(const Config *c, char *err, size_t errlen) {
 #undef POS
     if (c->num_layers % 2)
         return set_err(err, errlen, "num_layers must be even (GDN and MLP sublayers alternate), got %d", c->num_layers);
+    if (c->num_layers / 2 > GDN_MAX_BLOCKS)
+        return set_err(err, errlen, "num_layers %d: at most %d blocks (%d sublayers)", c->num_layers, GDN_MAX_BLOCKS,
+                       2 * GDN_MAX_BLOCKS);
     if (c->num_v_heads % c->num_heads)
         return set_err(err, errlen, "linear_num_value_heads (%d) must be a multiple of linear_num_key_heads (%d)",
                        c->num_v_heads, c->num_heads);

@@ -79,6 +79,19 @@ typedef struct {
     int nproc_per_node;
 } Config;
 
+// Layer kinds: each block is attn_norm, a mixer, mlp_norm and the SwiGLU MLP; its kind picks the mixer.
+// X(enum, name). A kind is added here, with its tensors in model/params.h (LAYER_TENSORS_<name>) and its
+// forward/backward/decode state in model/layer_<name>.c (see model/layer.h).
+#define LAYER_KINDS(X) X(LAYER_GDN, gdn) /* Gated DeltaNet mixer (FLA GatedDeltaNet) */
+typedef enum {
+#define X(e, name) e,
+    LAYER_KINDS(X)
+#undef X
+    LAYER_NKINDS
+} LayerKind;
+const char *layer_kind_name(int kind); // "gdn"
+#define GDN_MAX_BLOCKS 1024
+
 // The model shape derived from a Config (what the graph and the tensor table use).
 typedef struct {
     int h;      // hidden size
@@ -91,6 +104,7 @@ typedef struct {
     int V;      // vocab
     float eps;
     float init_std;
+    unsigned char kind[GDN_MAX_BLOCKS]; // LayerKind of each block [L]; today every block is LAYER_GDN
 } ModelDims;
 
 void config_defaults(Config *c);

@@ -46,7 +46,7 @@ static int run_case(const Case *tc, const char *mode, const char *root) {
     // A_log/dt_bias: the limit of fp32 arithmetic there, not of the implementation; FLA's 0.02 gives 9e-7.)
     c.init_std = 0.1f;
     snprintf(c.delta_rule, sizeof c.delta_rule, "%s", mode);
-    Model *m = model_create(&c, backend_cpu(), 1);
+    Model *m = model_create(&c, strcmp(mode, "recurrent") ? backend_cpu() : backend_cpu_recurrent(), 1);
     size_t P = m->lay.total;
     float *params = xmalloc(P * sizeof(float));
     params_init(&m->lay, params, 7);

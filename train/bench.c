@@ -8,9 +8,6 @@
 #include "../util/common.h"
 #include "train.h"
 
-// Device memory in use on CUDA (cuda/backend.cu), read before the model is freed; weak so CPU builds link.
-__attribute__((weak)) size_t cuda_used_bytes(void);
-
 int cmd_bench(int argc, char **argv) {
     if (arg_is_help(argc, argv)) {
         printf("usage: gdn bench [--config FILE.yaml] [--key value ...] [--steps N] [--warmup W]\n"
@@ -67,7 +64,8 @@ int cmd_bench(int argc, char **argv) {
            "%.2f TFLOP/s (Megatron basis), %.2f TFLOP/s (GDN count), host peak RSS %.2f GiB",
            count, be->name, be->act_bytes == 2 ? "bf16" : "fp32", B, T, ms, tok,
            flops_per_token_megatron(&c) * tok / 1e12, flops_per_token_gdn(&c) * tok / 1e12, ru.ru_maxrss / 1048576.0);
-    if (cuda_used_bytes && strcmp(be->name, "cpu")) printf(", device memory in use %.2f GiB", cuda_used_bytes() / 1073741824.0);
+    // read before the model is freed: on CUDA the device's (the pool included), on the CPU the backend's buffers
+    printf(", %s memory in use %.2f GiB", be->name, be->mem_used() / 1073741824.0);
     printf("\n");
     free(ids); free(tgt);
     model_free(m);

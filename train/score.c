@@ -9,7 +9,7 @@
 #include "../data/indexed.h"
 #include "../model/gdn.h"
 #include "../util/common.h"
-#include "../model/model_load.h"
+#include "../io/model_load.h"
 
 int cmd_score(int argc, char **argv) {
     if (arg_is_help(argc, argv) || argc < 2) {
@@ -26,9 +26,9 @@ int cmd_score(int argc, char **argv) {
     if (!load) die("score: --load MODEL is required");
     if (!data) die("score: --data PREFIX is required");
     char err[ERR_LEN];
-    Config c;
-    float *params = NULL;
-    if (model_load_any(load, &c, &params, err, sizeof err)) die("%s", err);
+    Model *m = model_open(load, dev, prec, err, sizeof err);
+    if (!m) die("%s", err);
+    const Config c = m->cfg;
     int T = sl ? atoi(sl) : c.seq_length, B = mb ? atoi(mb) : 1;
     long max_samples = ms ? atol(ms) : -1;
     if (T <= 0 || B <= 0) die("score: --seq-length and --micro-batch-size must be positive");
@@ -38,10 +38,6 @@ int cmd_score(int argc, char **argv) {
     if (total < (uint64_t)T + 1) die("%s: %llu tokens, fewer than one sample of %d+1", data, (unsigned long long)total, T);
     long nsamples = (long)((total - 1) / (uint64_t)T);
     if (max_samples > 0 && max_samples < nsamples) nsamples = max_samples;
-    const Backend *be = backend_select(dev ? dev : "auto", prec ? prec : "bf16");
-    Model *m = model_create(&c, be, 0);
-    model_set_params(m, params);
-    free(params);
     int32_t *buf = xmalloc(((size_t)T + 1) * sizeof(int32_t)), *in = xmalloc((size_t)B * T * 4),
             *lab = xmalloc((size_t)B * T * 4);
     float *losses = xmalloc((size_t)B * T * sizeof(float));

@@ -103,7 +103,7 @@ int cmd_train(int argc, char **argv) {
             die("%s: checkpoint model shape differs from the config (hidden %d/%d, blocks %d/%d, vocab %d/%d)", iter_dir,
                 b.h, a.h, b.L, a.L, b.V, a.V);
     }
-    const Backend *be = backend_select(c.device, c.precision);
+    const Backend *be = backend_with_delta_rule(backend_select(c.device, c.precision), c.delta_rule);
     dist_init_backend(&dist, be);
     Model *m = model_create(&c, be, 1);
     size_t P = m->lay.total;

@@ -2,7 +2,7 @@
 #pragma once
 #include <stddef.h>
 
-#include "config.h"
+#include "../model/config.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -11,6 +11,11 @@ extern "C" {
 // path: a gdn.c save dir / iter_N dir, or a directory with config.json + model.safetensors (FLA HF).
 // Fills *cfg (model keys from the checkpoint) and *params (malloc'd host fp32, params.h layout).
 int model_load_any(const char *path, Config *cfg, float **params, char *err, size_t errlen);
+
+// A model to run (inference): loaded from path as above, on --device (NULL or "": auto) with --precision
+// (NULL or "": the checkpoint's precision key, bf16 unless it was trained otherwise; the CPU is fp32
+// whatever). The one way the subcommands open a model. NULL with err set if the load fails.
+struct Model *model_open(const char *path, const char *device, const char *precision, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

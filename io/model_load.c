@@ -5,20 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/checkpoint.h"
+#include "../model/gdn.h"
+#include "../model/params.h"
 #include "../util/common.h"
-#include "params.h"
-
-// Implemented in io/ (FLA HF reader); weak so inference builds without it.
-__attribute__((weak)) int hf_load_model(const char *dir, Config *cfg, float **params, char *err, size_t errlen);
+#include "checkpoint.h"
+#include "hf.h"
 
 int model_load_any(const char *path, Config *cfg, float **params, char *err, size_t errlen) {
     char probe[1100];
     snprintf(probe, sizeof probe, "%s/config.json", path);
-    if (file_exists(probe)) {
-        if (!hf_load_model) return set_err(err, errlen, "%s: FLA HuggingFace dirs are not supported by this build", path);
-        return hf_load_model(path, cfg, params, err, errlen);
-    }
+    if (file_exists(probe)) return hf_load_model(path, cfg, params, err, errlen);
     char iter_dir[1024];
     if (ckpt_resolve(path, iter_dir, sizeof iter_dir, err, errlen)) return -1;
     config_defaults(cfg);
@@ -31,4 +27,15 @@ int model_load_any(const char *path, Config *cfg, float **params, char *err, siz
     params_layout_free(&pl);
     if (rc) { free(*params); *params = NULL; }
     return rc;
+}
+
+Model *model_open(const char *path, const char *device, const char *precision, char *err, size_t errlen) {
+    Config c;
+    float *params;
+    if (model_load_any(path, &c, &params, err, errlen)) return NULL;
+    const char *prec = precision && *precision ? precision : c.precision[0] ? c.precision : "bf16";
+    Model *m = model_create(&c, backend_select(device && *device ? device : "auto", prec), 0);
+    model_set_params(m, params);
+    free(params);
+    return m;
 }
