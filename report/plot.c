@@ -9,7 +9,7 @@
 
 #ifndef GDN_CAIRO
 int plot_write(const char *base, const char *title, const char *xlabel, const char *ylabel, const PlotLine *lines,
-               int nlines, char *err, size_t errlen) {
+               int nlines, int zoom, char *err, size_t errlen) {
     return set_err(err, errlen, "this gdn was built without Cairo (libcairo2-dev): no plots");
 }
 #else
@@ -30,7 +30,8 @@ static void fmt_tick(char *o, size_t n, double v, double step) {
     else snprintf(o, n, "%.*f", step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9), v);
 }
 
-static void draw(cairo_t *cr, const char *title, const char *xlabel, const char *ylabel, const PlotLine *L, int nl) {
+static void draw(cairo_t *cr, const char *title, const char *xlabel, const char *ylabel, const PlotLine *L, int nl,
+                 int zoom) {
     const double W = PLOT_W, H = PLOT_H, x0 = 90, x1 = W - 30, y0 = 60, y1 = H - 70; // plot area
     double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
     for (int l = 0; l < nl; l++)
@@ -39,6 +40,13 @@ static void draw(cairo_t *cr, const char *title, const char *xlabel, const char 
                 xmin = fmin(xmin, L[l].x[i]); xmax = fmax(xmax, L[l].x[i]);
                 ymin = fmin(ymin, L[l].y[i]); ymax = fmax(ymax, L[l].y[i]);
             }
+    if (zoom && isfinite(xmin)) {
+        double cut = xmin + 0.05 * (xmax - xmin), top = -INFINITY;
+        for (int l = 0; l < nl; l++)
+            for (size_t i = 0; i < L[l].n; i++)
+                if (isfinite(L[l].y[i]) && L[l].x[i] >= cut) top = fmax(top, L[l].y[i]);
+        if (isfinite(top) && top > ymin) ymax = fmin(ymax, top + 0.15 * (top - ymin));
+    }
     if (!isfinite(xmin)) xmin = 0, xmax = 1, ymin = 0, ymax = 1;
     if (xmax <= xmin) xmax = xmin + 1;
     if (ymax <= ymin) { double d = fabs(ymin) * 0.05 + 1e-12; ymin -= d; ymax += d; }
@@ -93,7 +101,7 @@ static void draw(cairo_t *cr, const char *title, const char *xlabel, const char 
     cairo_rectangle(cr, x0, y0, x1 - x0, y1 - y0);
     cairo_clip(cr);
     for (int l = 0; l < nl; l++) {
-        const double *c = palette[l % 8];
+        const double *c = palette[L[l].colour % 8];
         cairo_set_source_rgb(cr, c[0], c[1], c[2]);
         cairo_set_line_width(cr, 2);
         double dash[2] = {7, 4};
@@ -124,7 +132,7 @@ static void draw(cairo_t *cr, const char *title, const char *xlabel, const char 
     cairo_rectangle(cr, lx - 8, ly - 4, lw + 52, 18.0 * nl + 8);
     cairo_fill(cr);
     for (int l = 0; l < nl; l++) {
-        const double *c = palette[l % 8];
+        const double *c = palette[L[l].colour % 8];
         cairo_set_source_rgb(cr, c[0], c[1], c[2]);
         double dash[2] = {7, 4};
         cairo_set_dash(cr, dash, L[l].dashed ? 2 : 0, 0);
@@ -138,14 +146,14 @@ static void draw(cairo_t *cr, const char *title, const char *xlabel, const char 
 }
 
 int plot_write(const char *base, const char *title, const char *xlabel, const char *ylabel, const PlotLine *lines,
-               int nlines, char *err, size_t errlen) {
+               int nlines, int zoom, char *err, size_t errlen) {
     char png[1300], svg[1300], tmp[1400];
     snprintf(png, sizeof png, "%s.png", base);
     snprintf(svg, sizeof svg, "%s.svg", base);
     // PNG: drawn in memory, written aside and renamed so a watching browser never reads half a file
     cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, PLOT_W, PLOT_H);
     cairo_t *cr = cairo_create(img);
-    draw(cr, title, xlabel, ylabel, lines, nlines);
+    draw(cr, title, xlabel, ylabel, lines, nlines, zoom);
     cairo_destroy(cr);
     snprintf(tmp, sizeof tmp, "%s.tmp", png);
     cairo_status_t st = cairo_surface_write_to_png(img, tmp);
@@ -155,7 +163,7 @@ int plot_write(const char *base, const char *title, const char *xlabel, const ch
     snprintf(tmp, sizeof tmp, "%s.tmp", svg);
     cairo_surface_t *vs = cairo_svg_surface_create(tmp, PLOT_W, PLOT_H);
     cr = cairo_create(vs);
-    draw(cr, title, xlabel, ylabel, lines, nlines);
+    draw(cr, title, xlabel, ylabel, lines, nlines, zoom);
     cairo_destroy(cr);
     cairo_surface_finish(vs);
     st = cairo_surface_status(vs);

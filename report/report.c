@@ -144,7 +144,7 @@ static void json_report(FILE *f, Series *runs, int nruns, const Series *ref, con
         const RunStats *s = &st[r];
         fprintf(f, "%s\n  {\"name\": \"%s\", \"kind\": \"%s\", \"first_crossover\": %ld, \"crosses_below\": %d, ", r ? "," : "",
                 runs[r].name, runs[r].kind, s->first_cross, s->cross_below);
-        fprintf(f, "\"mean_ms_per_iter\": %.6g, \"tokens_per_s_per_gpu\": %.6g, \"wall_s\": %.6g, \"rows\": [",
+        fprintf(f, "\"mean_ms_per_iter\": %.9g, \"tokens_per_s_per_gpu\": %.9g, \"wall_s\": %.9g, \"rows\": [",
                 isnan(s->mean_ms) ? -1 : s->mean_ms, isnan(s->mean_tok_s_gpu) ? -1 : s->mean_tok_s_gpu, isnan(s->wall_s) ? -1 : s->wall_s);
         for (int k = 0; k < ni; k++) {
             int ex, exb = 0;
@@ -185,13 +185,13 @@ static int write_plots(const char *dir, Series *all, int n, char *err, size_t er
                 memmove(x + m, y, m * sizeof(double)); // y right after the m x values
                 snprintf(labels[nl], sizeof labels[nl], "%s%s", all[s].name, pass ? " (validation)" : "");
                 bufs[nl] = x;
-                L[nl] = (PlotLine){labels[nl], x, x + m, m, pass, pass};
+                L[nl] = (PlotLine){labels[nl], x, x + m, m, pass, pass, s};
                 nl++;
             }
         }
         char base[1200];
         snprintf(base, sizeof base, "%s/%s", dir, P[p].file);
-        rc = plot_write(base, P[p].title, "iteration", P[p].ylabel, L, nl, err, errlen);
+        rc = plot_write(base, P[p].title, "iteration", P[p].ylabel, L, nl, p == 0 || p == 2, err, errlen);
         for (int i = 0; i < nl; i++) free(bufs[i]);
     }
     return rc;

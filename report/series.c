@@ -188,7 +188,11 @@ static int load_text(Series *s, const char *path, char *text, const LoadOpts *o,
 
 int series_load(Series *s, const char *path, const LoadOpts *o, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
+    // label: the path, less a trailing slash or our default file name in a save dir
     snprintf(s->name, sizeof s->name, "%s", path);
+    size_t nl = strlen(s->name);
+    while (nl > 1 && s->name[nl - 1] == '/') s->name[--nl] = 0;
+    if (nl > 14 && !strcmp(s->name + nl - 14, "/metrics.jsonl")) s->name[nl - 14] = 0;
     s->wall_s = NAN;
     s->loss_div = 1;
     struct stat sb;
