@@ -38,6 +38,10 @@ hist = [{'step': i, 'loss': round(8 * hf(i), 4), 'grad_norm': 8 * 0.5, 'learning
 hist.append({'step': 600, 'eval_loss': 8 * 3.0})
 hist.append({'step': 1200, 'train_runtime': 4321.0, 'train_loss': 20.0})
 json.dump({'global_step': 1200, 'log_history': hist}, open(f'{tmp}/trainer_state.json', 'w'))
+with open(f'{tmp}/trainer_log.jsonl', 'w') as f:   # FLA's LogCallback file
+    for i in (10, 20):
+        f.write(json.dumps({'current_steps': i, 'total_steps': 20, 'loss': 8 * (5.0 - i / 10), 'eval_loss': None,
+                            'predict_loss': None, 'learning_rate': 1e-4, 'epoch': 0.1, 'percentage': 50.0}) + '\n')
 open(f'{tmp}/hf_stdout.log', 'w').write(
     "{'loss': 95.7232, 'grad_norm': 2.81, 'learning_rate': 1e-06, 'epoch': 0.01, 'num_tokens': 67108864.0, 'throughput': 182729.1}\n"
     "noise\n{'loss': '80.5', 'grad_norm': '2.5', 'learning_rate': '2e-06', 'epoch': '0.02'}\n"
@@ -46,6 +50,9 @@ PY
 ./gdn report "$tmp/megatron.log" "$tmp/primus.log" --vs "$tmp/trainer_state.json" --out "$tmp/rep" > "$tmp/table.txt"
 cat "$tmp/table.txt"
 ./gdn report "$tmp/hf_stdout.log" --hf_logging_steps 32 --iters 32,64 --out "$tmp/rep2" > "$tmp/table2.txt"
+./gdn report "$tmp/trainer_log.jsonl" --vs "$tmp/trainer_log.jsonl" --hf_loss_div 4 --iters 10,15,20 > "$tmp/table3.txt"
+grep -q '| 15 | 7.0000\* | 7.0000\* | +0.00 |' "$tmp/table3.txt"   # (8 x 3.5) / 4, interpolated between 10 and 20
+grep -q 'divided by 4' "$tmp/table3.txt"
 if ./gdn report "$tmp/nonexistent" 2> "$tmp/err.txt"; then echo "a missing run should fail"; exit 1; fi
 grep -q "nonexistent: no such file" "$tmp/err.txt"
 if ./gdn report "$tmp/megatron.log" --iters 1,x 2> "$tmp/err.txt"; then echo "a bad --iters should fail"; exit 1; fi

@@ -111,6 +111,27 @@ int main(void) {
     free(m);
     CHECK(metrics_truncate("/nonexistent/x.jsonl", 2, err, sizeof err) == 0, "a missing file is 0 rows");
 
+    // a GPU run of 2 ranks: per-GPU columns and MFU. 8 x 16 tokens a step, 64 a rank, 1 s a step, 1e12
+    // FLOP/token: 64 tokens/s/GPU, 64 TFLOP/s/GPU, MFU = 64e12 / 989.4e12 = 6.5%
+    Config g = c;
+    g.metrics_file[0] = g.tensorboard_dir[0] = 0;
+    snprintf(out, sizeof out, "%s/gpu.txt", dir);
+    fflush(stdout);
+    saved = dup(1);
+    if (!freopen(out, "w", stdout)) return 1;
+    r = runlog_open(&g, 0, 2, 1, 1e12, 1e12);
+    runlog_step(r, 1, 4.0, 1e-3, 0.5);
+    runlog_interval(r, 1, 1000.0, 4.0, 1e-3, 0.5);
+    runlog_close(r, 1);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    text = slurp(out);
+    CHECK(strstr(text, "| throughput per GPU (TFLOP/s/GPU): 64.0 | tokens per GPU (tokens/s/GPU): 64.0 |") != NULL, "GPU line:\n%s", text);
+    CHECK(strstr(text, "ETA: 0:00:09 |") != NULL, "ETA of 9 more 1-s steps:\n%s", text);
+    CHECK(strstr(text, "MFU 6.5%") != NULL && strstr(text, "(64.0 per GPU)") != NULL, "GPU summary:\n%s", text);
+    free(text);
+
     char hms[32];
     format_hms(hms, sizeof hms, 3725.4);
     CHECK(!strcmp(hms, "1:02:05"), "%s", hms);

@@ -72,7 +72,8 @@ RunLog *runlog_open(const Config *c, long it0, int world, int gpu, double flops_
     RunLog *r = xcalloc(1, sizeof *r);
     r->c = c; r->it0 = it0; r->world = world; r->gpu = gpu;
     r->flops_tok = flops_tok; r->flops_tok_gdn = flops_tok_gdn;
-    r->t_start = r->t_report = now_sec();
+    r->t_start = now_sec();
+    r->t_report = -1e9; // the first log interval refreshes the page
     r->best_valid = INFINITY;
     char err[ERR_LEN];
     if (c->metrics_file[0]) snprintf(r->mpath, sizeof r->mpath, "%s", c->metrics_file);
