@@ -56,7 +56,7 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(metrics_file, CK_STR, metrics_file, "", "JSONL metrics file (default <save>/metrics.jsonl)")       \
     /* run monitoring (train/runlog.c) */                                                                  \
     X(tensorboard_dir, CK_STR, tensorboard_dir, "", "TensorBoard event files go here (Megatron's tags)")    \
-    X(report_dir, CK_STR, report_dir, "", "refresh a `gdn report` page (HTML, plots) here every log interval") \
+    X(report_dir, CK_STR, report_dir, "", "refresh a `gdn report` page (HTML, plots) here at log intervals (<= every 10 s)") \
     X(device, CK_STR, device, "auto", "cpu | cuda | auto")                                                \
     X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
     X(delta_rule, CK_STR, delta_rule, "chunk", "chunk | recurrent (CPU reference form)")                 \

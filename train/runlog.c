@@ -207,6 +207,8 @@ void runlog_checkpoint(RunLog *r, const char *path) {
     if (r) snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s", path);
 }
 
+TbWriter *runlog_tb(RunLog *r) { return r ? r->tb : NULL; }
+
 void runlog_close(RunLog *r, long last_it) {
     if (!r) return;
     const Config *c = r->c;

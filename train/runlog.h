@@ -27,6 +27,7 @@ void runlog_interval(RunLog *r, long it, double ms, double loss_avg, double lr, 
 // prefix is e.g. "iteration 1000" or "iteration 1000 on validation set".
 void runlog_valid(RunLog *r, long it, const char *prefix, double loss);
 void runlog_checkpoint(RunLog *r, const char *path); // remembered for the summary
+TbWriter *runlog_tb(RunLog *r); // for extra scalars (tb_scalar); NULL without tensorboard_dir
 // Prints the summary and writes its row; then closes the files (the report page is refreshed a last time).
 void runlog_close(RunLog *r, long last_it);
 
