@@ -19,24 +19,29 @@ static Point *add(Series *s, long it) {
     return p;
 }
 
+typedef struct {
+    Point p;
+    size_t seq;
+} Keyed;
 static int cmp_it(const void *a, const void *b) {
-    long x = ((const Point *)a)->it, y = ((const Point *)b)->it;
-    return (x > y) - (x < y);
+    const Keyed *x = a, *y = b;
+    if (x->p.it != y->p.it) return (x->p.it > y->p.it) - (x->p.it < y->p.it);
+    return (x->seq > y->seq) - (x->seq < y->seq);
 }
-// Sorts by iteration (stable: later rows win) and merges rows of one iteration field by field.
+// Sorts by iteration (file order within one: later rows win) and merges the rows of one iteration field by field.
 static void merge(Series *s) {
-    for (size_t i = 0; i < s->n; i++) s->p[i].it = s->p[i].it * 1048576 + (long)i; // stable order key
-    qsort(s->p, s->n, sizeof(Point), cmp_it);
+    Keyed *k = xmalloc((s->n ? s->n : 1) * sizeof(Keyed));
+    for (size_t i = 0; i < s->n; i++) k[i] = (Keyed){s->p[i], i};
+    qsort(k, s->n, sizeof(Keyed), cmp_it);
     size_t o = 0;
     for (size_t i = 0; i < s->n; i++) {
-        Point q = s->p[i];
-        q.it /= 1048576;
-        if (o && s->p[o - 1].it == q.it) {
-            double *dst = &s->p[o - 1].loss, *src = &q.loss;
+        if (o && s->p[o - 1].it == k[i].p.it) {
+            double *dst = &s->p[o - 1].loss, *src = &k[i].p.loss;
             for (int f = 0; f < 7; f++)
                 if (!isnan(src[f])) dst[f] = src[f];
-        } else s->p[o++] = q;
+        } else s->p[o++] = k[i].p;
     }
+    free(k);
     s->n = o;
     for (size_t i = 0; i < s->n; i++) // a log line's loss stands in where no per-iteration loss exists
         if (isnan(s->p[i].loss)) s->p[i].loss = s->p[i].loss_log;
@@ -250,17 +255,23 @@ void series_free(Series *s) {
     s->n = s->cap = 0;
 }
 
+static double field_of(const Point *p, size_t field) { return *(const double *)((const char *)p + field); }
+
 double series_at(const Series *s, size_t field, long it, int *exact) {
     *exact = 0;
-    const Point *lo = NULL, *hi = NULL;
-    for (size_t i = 0; i < s->n; i++) {
-        double v = *(const double *)((const char *)&s->p[i] + field);
-        if (isnan(v)) continue;
-        if (s->p[i].it <= it) lo = &s->p[i];
-        if (s->p[i].it >= it) { hi = &s->p[i]; break; }
+    size_t a = 0, b = s->n; // first point with p.it >= it (points are sorted and unique)
+    while (a < b) {
+        size_t m = (a + b) / 2;
+        if (s->p[m].it < it) a = m + 1;
+        else b = m;
     }
+    const Point *hi = NULL, *lo = NULL;
+    for (size_t i = a; i < s->n && !hi; i++)
+        if (!isnan(field_of(&s->p[i], field))) hi = &s->p[i];
+    if (hi && hi->it == it) { *exact = 1; return field_of(hi, field); }
+    for (size_t i = a; i-- > 0 && !lo;)
+        if (!isnan(field_of(&s->p[i], field))) lo = &s->p[i];
     if (!lo || !hi) return NAN;
-    double a = *(const double *)((const char *)lo + field), b = *(const double *)((const char *)hi + field);
-    if (lo->it == it) { *exact = 1; return a; }
-    return a + (b - a) * (double)(it - lo->it) / (double)(hi->it - lo->it);
+    double x = field_of(lo, field), y = field_of(hi, field);
+    return x + (y - x) * (double)(it - lo->it) / (double)(hi->it - lo->it);
 }

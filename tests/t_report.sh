@@ -57,6 +57,14 @@ if ./gdn report "$tmp/nonexistent" 2> "$tmp/err.txt"; then echo "a missing run s
 grep -q "nonexistent: no such file" "$tmp/err.txt"
 if ./gdn report "$tmp/megatron.log" --iters 1,x 2> "$tmp/err.txt"; then echo "a bad --iters should fail"; exit 1; fi
 grep -q -- "--iters: expected an integer" "$tmp/err.txt"
+# 50000 iterations at a constant LR: the plots average them into 2000 points of 25, whose LR then differs by an ulp
+# (this once drew tick labels forever)
+/usr/bin/python3 -c "
+import json, sys
+with open(sys.argv[1], 'w') as f:
+    for i in range(1, 50001): f.write(json.dumps({'iteration': i, 'lm_loss': 3 + 1 / i, 'lr': 1e-4}) + '\\n')
+" "$tmp/flat.jsonl"
+timeout 60 ./gdn report "$tmp/flat.jsonl" --vs "$tmp/trainer_log.jsonl" --out "$tmp/rep3" > /dev/null   # its LR: exactly 1e-4
 shot=$tmp/shot.png
 timeout 120 /usr/bin/chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
   --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$(mktemp -d -p "$tmp")" \
@@ -112,6 +120,8 @@ for name in ('loss', 'lr', 'grad_norm', 'throughput'):
     root = ET.parse(f'{tmp}/rep/{name}.svg').getroot()
     assert root.tag.endswith('svg') and root.get('width').startswith('960'), (name, root.tag, root.attrib)
     assert len(list(root.iter())) > 50, name
+w_, h_, bpp, rows = png.decode(f'{tmp}/rep3/lr.png')
+assert (w_, h_) == (960, 540) and png.colours(rows, bpp)[0] > 50
 html = open(f'{tmp}/rep/index.html').read()
 assert html.count('data:image/svg+xml;base64,') == 4 and '<table>' in html and 'src="http' not in html
 w_, h_, bpp, rows = png.decode(f'{tmp}/shot.png')
