@@ -69,6 +69,8 @@ void report_stats(const Series *run, const Series *ref, RunStats *st) {
 
 static void default_iters(const Series *s, long *out, int *n) {
     long last = s->p[s->n - 1].it, base[4] = {1, 100, 500, 1000};
+    for (size_t i = s->n; i-- > 0;) // the last iteration with a loss (an LR-only point may follow, series.c)
+        if (!isnan(s->p[i].loss)) { last = s->p[i].it; break; }
     *n = 0;
     for (int i = 0; i < 4 && base[i] < last; i++) out[(*n)++] = base[i];
     for (long it = 2000; it < last && *n < 62; it += 1000) out[(*n)++] = it;
@@ -166,8 +168,9 @@ static void json_report(FILE *f, Series *runs, int nruns, const Series *ref, con
             int ex, exb = 0;
             double a = series_at(&runs[r], report_loss_field(&runs[r]), iters[k], &ex);
             double b = ref ? series_at(ref, report_loss_field(ref), iters[k], &exb) : NAN;
-            fprintf(f, "%s{\"iteration\": %ld, \"loss\": %.9g, \"ref_loss\": %.9g, \"delta_pct\": %.9g}", k ? ", " : "", iters[k],
-                    isnan(a) ? -1 : a, isnan(b) ? -1 : b, isnan(a) || isnan(b) ? 0 : (a - b) / b * 100);
+            double lr = series_at(&runs[r], offsetof(Point, lr), iters[k], &ex);
+            fprintf(f, "%s{\"iteration\": %ld, \"loss\": %.9g, \"ref_loss\": %.9g, \"delta_pct\": %.9g, \"lr\": %.9g}", k ? ", " : "",
+                    iters[k], isnan(a) ? -1 : a, isnan(b) ? -1 : b, isnan(a) || isnan(b) ? 0 : (a - b) / b * 100, isnan(lr) ? -1 : lr);
         }
         fprintf(f, "]}");
     }

@@ -47,6 +47,12 @@ static void merge(Series *s) {
         if (isnan(s->p[i].loss)) s->p[i].loss = s->p[i].loss_log;
 }
 
+// Megatron and HF log the rate after the scheduler step, i.e. the one step it+1 uses; ours is the rate the step
+// used. One convention on the plots: theirs moves to it+1 (spec data.md §6.1).
+static void next_step_lr(Series *s, long it, double lr) {
+    if (!isnan(lr)) add(s, it + 1)->lr = lr; // moves s->p: callers use no Point pointer after this
+}
+
 static double num(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItem(o, key);
     if (cJSON_IsNumber(v)) return v->valuedouble;
@@ -82,8 +88,9 @@ static int take_row(Series *s, const cJSON *r, double div) {
     double rt = num(r, "train_runtime");
     if (!isnan(rt)) { s->wall_s = rt; return 1; }
     Point *p = add(s, (long)step);
-    p->loss_log = num(r, "loss") / div; p->gnorm = num(r, "grad_norm") / div; p->lr = num(r, "learning_rate");
+    p->loss_log = num(r, "loss") / div; p->gnorm = num(r, "grad_norm") / div;
     p->tok_s_gpu = num(r, "throughput"); p->valid = num(r, "eval_loss") / div;
+    next_step_lr(s, (long)step, num(r, "learning_rate"));
     return 1;
 }
 
@@ -149,7 +156,8 @@ static int load_text(Series *s, const char *path, char *text, const LoadOpts *o,
             if (end == ip + 10 || *end != '/') return set_err(err, errlen, "%s:%ld: a training log line without 'iteration N/M'", path, nline);
             Point *p = add(s, it);
             p->loss_log = after(line, "lm loss:");
-            p->lr = after(line, "learning rate:");
+            int ours = strstr(line, "| ETA: ") != NULL; // ours print the rate the step used
+            if (ours) p->lr = after(line, "learning rate:");
             p->gnorm = after(line, "grad norm:");
             p->ms = after(line, "elapsed time per iteration (ms):");
             p->tok_s_gpu = after(line, "(tokens/s/GPU):");
@@ -162,6 +170,7 @@ static int load_text(Series *s, const char *path, char *text, const LoadOpts *o,
                 if (isnan(t_first)) t_first = t, ms_first = p->ms;
                 t_last = t;
             }
+            if (!ours) next_step_lr(s, it, after(line, "learning rate:")); // last: add() may move p
             n_meg++;
             continue;
         }
@@ -180,8 +189,9 @@ static int load_text(Series *s, const char *path, char *text, const LoadOpts *o,
             if (!isnan(loss)) n_hf++;
             Point *p = add(s, n_hf * o->hf_logging_steps);
             p->loss_log = loss / o->hf_loss_div; p->valid = ev / o->hf_loss_div;
-            p->gnorm = dict_num(d, "grad_norm") / o->hf_loss_div; p->lr = dict_num(d, "learning_rate");
+            p->gnorm = dict_num(d, "grad_norm") / o->hf_loss_div;
             p->tok_s_gpu = dict_num(d, "throughput");
+            next_step_lr(s, n_hf * o->hf_logging_steps, dict_num(d, "learning_rate"));
         }
     }
     if (!s->n) return set_err(err, errlen, "%s: no training log lines found (Megatron 'iteration N/M | ... lm loss:' or HF dicts)", path);

@@ -53,6 +53,7 @@ cat "$tmp/table.txt"
 ./gdn report "$tmp/trainer_log.jsonl" --vs "$tmp/trainer_log.jsonl" --hf_loss_div 4 --iters 10,15,20 > "$tmp/table3.txt"
 grep -q '| 15 | 7.0000\* | 7.0000\* | +0.00 |' "$tmp/table3.txt"   # (8 x 3.5) / 4, interpolated between 10 and 20
 grep -q 'divided by 4' "$tmp/table3.txt"
+./gdn report "$tmp/megatron.log" --iters 101,1201 --out "$tmp/rep4" > /dev/null
 if ./gdn report "$tmp/nonexistent" 2> "$tmp/err.txt"; then echo "a missing run should fail"; exit 1; fi
 grep -q "nonexistent: no such file" "$tmp/err.txt"
 if ./gdn report "$tmp/megatron.log" --iters 1,x 2> "$tmp/err.txt"; then echo "a bad --iters should fail"; exit 1; fi
@@ -108,6 +109,9 @@ assert abs(m['wall_s'] - (12 * 145 + 5.0)) < 1e-6, m['wall_s']
 table = open(f'{tmp}/table.txt').read()
 assert 'iteration 700 (goes below)' in table and 'divided by 8' in table, table
 assert '| 1 | - | 10.3431 | - |' in table, table
+# one LR convention (the rate a step used): Megatron's line at 100 prints the rate of step 101
+lr = {r['iteration']: r['lr'] for r in json.load(open(f'{tmp}/rep4/report.json'))['runs'][0]['rows']}
+assert lr == {101: float(f'{1e-4 * 100 / 1200:.6E}'), 1201: float(f'{1e-4:.6E}')}, lr
 # HF stdout dicts: steps 32, 64; loss / 8; string-valued floats; train_runtime as the wall time
 rep2 = json.load(open(f'{tmp}/rep2/report.json'))['runs'][0]
 assert [(r['iteration'], round(r['loss'], 6)) for r in rep2['rows']] == [(32, round(95.7232 / 8, 6)), (64, round(80.5 / 8, 6))], rep2
