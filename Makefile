@@ -6,7 +6,7 @@ CUDA    ?= 0
 BLAS    ?= 1
 OPT     ?= -O3 -march=native
 CFLAGS  += $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
-           -fopenmp -fno-fast-math -I. -MMD -MP
+           -fopenmp -fno-fast-math -I. -MMD -MP $(CFLAGS_EXTRA)
 LDLIBS  += -lyaml -lcjson $(if $(filter 1,$(BLAS)),-lopenblas) -lutf8proc -lzstd -lsnappy -lz -lm -lpthread -fopenmp
 ifneq ($(BLAS),1)
   CFLAGS += -DGDN_NO_BLAS
@@ -25,7 +25,8 @@ ifeq ($(CUDA),auto)
   override CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
 endif
 
-BUILD := build
+BUILD ?= build
+BIN   ?= gdn
 LIB_DIRS := util model cpu data io train eval infer
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -45,13 +46,13 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 GPU_TEST_SRC := $(wildcard tests/gpu/*.c)
 GPU_TEST_BIN := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/gpu_tests/%)
 
-.PHONY: all test clean assets gpu-tests
-all: gdn $(TEST_BIN) $(if $(filter 1,$(CUDA)),$(GPU_TEST_BIN))
+.PHONY: all test clean assets gpu-tests sanitize fuzz
+all: $(BIN) $(TEST_BIN) $(if $(filter 1,$(CUDA)),$(GPU_TEST_BIN))
 gpu-tests: $(GPU_TEST_BIN)
 
 # whole-archive: the subcommands are only referenced weakly from gdn.c, so every object must be linked in.
-gdn: $(BUILD)/gdn.o $(BUILD)/libgdn.a
-	$(CC) -o $@.tmp $(BUILD)/gdn.o -Wl,--whole-archive $(BUILD)/libgdn.a -Wl,--no-whole-archive \
+$(BIN): $(BUILD)/gdn.o $(BUILD)/libgdn.a
+	$(CC) $(SAN) -o $@.tmp $(BUILD)/gdn.o -Wl,--whole-archive $(BUILD)/libgdn.a -Wl,--no-whole-archive \
 	  $(LDLIBS) && mv -f $@.tmp $@
 
 # Objects and the archive depend on CUDA= and BLAS=: a stamp named by the values rebuilds them on a change.
@@ -83,6 +84,19 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libgdn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libgdn.a $(LDLIBS)
 
+# `make sanitize`: ASan + UBSan build of gdn and the fuzz driver in build-san/ (beside, not over, build/).
+# Any report aborts the process, so a fuzz input that trips one fails the test (tests/t_fuzz.sh).
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+sanitize:
+	$(MAKE) BUILD=build-san BIN=build-san/gdn CUDA=0 OPT="-O1" SAN="$(SAN_FLAGS)" CFLAGS_EXTRA="$(SAN_FLAGS)" \
+	  build-san/gdn build-san/fuzz
+fuzz: sanitize
+	bash tests/t_fuzz.sh
+
+$(BUILD)/fuzz: tests/fuzz/fuzz.c $(wildcard tests/fuzz/*.h) $(BUILD)/libgdn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libgdn.a $(LDLIBS)
+
 $(BUILD)/gpu_tests/%: tests/gpu/%.c $(BUILD)/libgdn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libgdn.a $(LDLIBS)
@@ -94,6 +108,6 @@ assets:
 	bash scripts/fetch_assets.sh
 
 clean:
-	rm -rf $(BUILD) gdn
+	rm -rf $(BUILD) build-san gdn
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -3,7 +3,6 @@
 // real model (eval.c) and with the toy models of the tests. Data problems are reported before the model is
 // loaded: all task files are read and rendered first.
 #include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include <sys/time.h>
 
 #include "eval/eval.h"
+#include "model/model_load.h"
 #include "util/common.h"
 
 static void usage(FILE *f) {
@@ -125,18 +125,12 @@ static void parse_opts(int argc, char **argv, Opts *o) {
     o->log_requests = val[13];
 }
 
-// tokenizer.json next to the checkpoint (MODEL itself if a directory).
+// The model's tokenizer, found as generate and verify find it (model/model_load.h).
 static char *default_tokenizer(const char *load) {
-    struct stat st;
-    Buf b = {0};
-    if (stat(load, &st) == 0 && S_ISDIR(st.st_mode)) {
-        buf_printf(&b, "%s/tokenizer.json", load);
-    } else {
-        char *copy = xstrdup(load);
-        buf_printf(&b, "%s/tokenizer.json", dirname(copy));
-        free(copy);
-    }
-    return eval_cstr(&b);
+    char path[1300];
+    if (model_find_tokenizer(load, path, sizeof path))
+        die("eval: no tokenizer.json in or beside %s (nor .assets/llama3/); pass --tokenizer PATH", load);
+    return xstrdup(path);
 }
 
 int eval_main(int argc, char **argv, const EvalHooks *hooks) {

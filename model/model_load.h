@@ -12,6 +12,11 @@ extern "C" {
 // Fills *cfg (model keys from the checkpoint) and *params (malloc'd host fp32, params.h layout).
 int model_load_any(const char *path, Config *cfg, float **params, char *err, size_t errlen);
 
+// The tokenizer of the model at path, as generate, verify and eval look for it: path/tokenizer.json (an HF
+// dir or a save dir), then beside path (an iter_N dir's save dir, or the dir of a model.safetensors), then
+// the repository's .assets/llama3/tokenizer.json. Writes the first that exists to out; -1 when none does.
+int model_find_tokenizer(const char *path, char *out, size_t n);
+
 #ifdef __cplusplus
 }
 #endif
