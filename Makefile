@@ -27,18 +27,21 @@ endif
 
 BUILD ?= build
 BIN   ?= gdn
+# Objects of each CUDA=/BLAS= configuration live apart (build/obj-cuda0-blas1/, ...), so switching between
+# them (scripts/demo.sh then scripts/test.sh) relinks instead of recompiling everything.
+OBJ := $(BUILD)/obj-cuda$(CUDA)-blas$(BLAS)
 LIB_DIRS := util model cpu data io train eval infer
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(OBJ)/%.o)
 ifeq ($(CUDA),1)
   CU_SRC  := $(wildcard cuda/*.cu)
-  LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.o)
+  LIB_OBJ += $(CU_SRC:%.cu=$(OBJ)/%.o)
   CFLAGS  += -DGDN_CUDA
   NVFLAGS += -DGDN_CUDA
   CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
   LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lnccl -lstdc++
 else
-  LIB_OBJ += $(BUILD)/cuda/stub.o
+  LIB_OBJ += $(OBJ)/cuda/stub.o
 endif
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -51,32 +54,38 @@ all: $(BIN) $(TEST_BIN) $(if $(filter 1,$(CUDA)),$(GPU_TEST_BIN))
 gpu-tests: $(GPU_TEST_BIN)
 
 # whole-archive: the subcommands are only referenced weakly from gdn.c, so every object must be linked in.
-$(BIN): $(BUILD)/gdn.o $(BUILD)/libgdn.a
-	$(CC) $(SAN) -o $@.tmp $(BUILD)/gdn.o -Wl,--whole-archive $(BUILD)/libgdn.a -Wl,--no-whole-archive \
+$(BIN): $(OBJ)/gdn.o $(BUILD)/libgdn.a
+	$(CC) $(SAN) -o $@.tmp $(OBJ)/gdn.o -Wl,--whole-archive $(BUILD)/libgdn.a -Wl,--no-whole-archive \
 	  $(LDLIBS) && mv -f $@.tmp $@
 
-# Objects and the archive depend on CUDA= and BLAS=: a stamp named by the values rebuilds them on a change.
+# build/libgdn.a (what gdn, the tests and scripts link) is the current configuration's archive: a stamp named
+# by CUDA= and BLAS= makes a change of configuration replace it (a copy) and relink what uses it.
 FLAGS_STAMP := $(BUILD)/flags.cuda$(CUDA).blas$(BLAS)
 $(FLAGS_STAMP):
 	@mkdir -p $(BUILD); rm -f $(BUILD)/flags.*; touch $@
-$(LIB_OBJ) $(BUILD)/gdn.o: $(FLAGS_STAMP)
 
 # built aside and renamed so a concurrent link never sees a half-written archive
-$(BUILD)/libgdn.a: $(LIB_OBJ)
+$(OBJ)/libgdn.a: $(LIB_OBJ)
 	@rm -f $@.tmp.$$$$; ar rcs $@.tmp.$$$$ $(LIB_OBJ) && mv -f $@.tmp.$$$$ $@
+$(BUILD)/libgdn.a: $(OBJ)/libgdn.a $(FLAGS_STAMP)
+	@rm -f $@.tmp.$$$$; cp $< $@.tmp.$$$$ && mv -f $@.tmp.$$$$ $@
 
-$(BUILD)/%.o: %.c
+$(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 # glibc's vector expf (libmvec) is offered to `omp simd` loops only under -ffast-math: this file only
-$(BUILD)/cpu/softmax_simd.o: CFLAGS += -ffast-math
+$(OBJ)/cpu/softmax_simd.o: CFLAGS += -ffast-math
 
-$(BUILD)/cuda/stub.o: cuda/stub.c.in
+$(OBJ)/cuda/stub.o: cuda/stub.c.in
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -x c -c $< -o $@
 
-$(BUILD)/%.o: %.cu
+$(OBJ)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+# compile checks of one kernel file: make CUDA=1 build/cuda/FILE.o
+$(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 

@@ -11,6 +11,7 @@
 
 #include "eval/eval.h"
 #include "model/model_load.h"
+#include "util/args.h"
 #include "util/common.h"
 
 static void usage(FILE *f) {
@@ -80,20 +81,13 @@ static void parse_opts(int argc, char **argv, Opts *o) {
                                         "--batch-size", "--device", "--output-path", "--bos-mode",
                                         "--race-version", "--tokenizer", "--max-length", "--bootstrap-iters",
                                         "--log-requests"};
-    const int nn = (int)(sizeof names / sizeof names[0]);
-    const char *val[sizeof names / sizeof names[0]] = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *eq = strchr(a, '=');
-        size_t klen = eq ? (size_t)(eq - a) : strlen(a);
-        int k = -1;
-        for (int j = 0; j < nn; j++)
-            if (strlen(names[j]) == klen && !strncmp(a, names[j], klen)) k = j;
-        if (k < 0) die("eval: unknown option '%s' (see gdn eval --help)", a);
-        if (eq) val[k] = eq + 1;
-        else if (i + 1 < argc) val[k] = argv[++i];
-        else die("eval: %s needs a value", names[k]);
-    }
+    enum { NN = sizeof names / sizeof names[0] };
+    ArgSpec spec[NN]; // all take a value; the numbers are checked below with their own messages
+    for (int j = 0; j < NN; j++) spec[j] = (ArgSpec){names[j], ARG_STR, 0, 0};
+    Args a;
+    args_parse(&a, "eval", argc, argv, spec, NN, 0);
+    const char *val[NN];
+    for (int j = 0; j < NN; j++) val[j] = args_str(&a, names[j], NULL);
     memset(o, 0, sizeof *o);
     o->load = val[0];
     o->tasks = val[1];
