@@ -21,7 +21,7 @@ python3 - .assets/corpus/builds "$out" <<'PY'
 import json, os, sys
 src, out = sys.argv[1], sys.argv[2]
 sizes, k = [3, 5, 2, 8, 4, 6, 1, 7], 0
-with open(f"{out}/train.jsonl", "w", encoding="utf-8") as tr, open(f"{out}/heldout.jsonl", "w", encoding="utf-8") as ho:
+with open(f"{out}/train.jsonl.tmp", "w", encoding="utf-8") as tr, open(f"{out}/heldout.jsonl.tmp", "w", encoding="utf-8") as ho:
     for i in range(100):
         s = json.load(open(os.path.join(src, f"doc-{i}.json"), encoding="utf-8"))
         j = 0
@@ -30,7 +30,8 @@ with open(f"{out}/train.jsonl", "w", encoding="utf-8") as tr, open(f"{out}/heldo
             (ho if i == 99 else tr).write(json.dumps({"text": " ".join(s[j:j + n])}, ensure_ascii=False) + "\n")
             j, k = j + n, k + 1
 PY
-for part in train heldout; do
+for part in train heldout; do # rewritten only when the text changed, so prepare reruns only then
+  if cmp -s "$out/$part.jsonl.tmp" "$out/$part.jsonl"; then rm "$out/$part.jsonl.tmp"; else mv "$out/$part.jsonl.tmp" "$out/$part.jsonl"; fi
   if [ ! -f "$out/$part.idx" ] || [ "$out/$part.jsonl" -nt "$out/$part.idx" ] || [ ./gdn -nt "$out/$part.idx" ]; then
     ./gdn prepare --input "$out/$part.jsonl" --tokenizer "$TOK" --output-prefix "$out/$part" --append-eod --quiet
   fi
@@ -63,7 +64,7 @@ echo
 cat <<EOF2
 next commands to try:
   ./gdn generate --load $out/ckpt --prompt "Once upon a time" --max-new-tokens 60 --temperature 0.8 --top-k 40
-  ITERS=1000 bash scripts/demo.sh            # train longer: the held-out loss keeps falling
+  ITERS=1000 bash scripts/demo.sh            # train longer and compare the held-out loss
   ./gdn train --help                         # every config key (YAML or --key value)
   ./gdn convert --to-hf --load $out/ckpt --output-dir $out/hf   # an FLA HuggingFace directory
   bash scripts/test.sh                       # the test suite (reuses this build)
