@@ -12,11 +12,11 @@ void infer_open(InferModel *im, int argc, char **argv) {
     const char *load = arg_get(argc, argv, "--load"), *tokp = arg_get(argc, argv, "--tokenizer");
     const char *dev = arg_get(argc, argv, "--device"), *prec = arg_get(argc, argv, "--precision");
     if (!load) die("--load MODEL is required (a gdn.c checkpoint or an FLA HuggingFace dir)");
-    char err[ERR_LEN], def[1200];
+    char err[ERR_LEN], def[1300];
     if (!tokp) {
-        snprintf(def, sizeof def, "%s/tokenizer.json", load);
-        tokp = file_exists(def) ? def : ".assets/llama3/tokenizer.json";
-        if (!file_exists(tokp)) die("no tokenizer: pass --tokenizer PATH (tokenizer.json)");
+        if (model_find_tokenizer(load, def, sizeof def))
+            die("no tokenizer.json in or beside %s: pass --tokenizer PATH (tokenizer.json)", load);
+        tokp = def;
     }
     im->tok = tok_load(tokp, err, sizeof err);
     if (!im->tok) die("%s", err);

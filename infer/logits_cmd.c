@@ -5,6 +5,7 @@
 
 #include "../model/gdn.h"
 #include "../io/model_load.h"
+#include "../util/args.h"
 #include "../util/common.h"
 
 int cmd_logits(int argc, char **argv) {
@@ -13,8 +14,12 @@ int cmd_logits(int argc, char **argv) {
                "FILE --ids: int32 little-endian token ids (one sequence). --out: float32 [T, vocab] row-major.\n");
         return argc < 2 ? 2 : 0;
     }
-    const char *load = arg_get(argc, argv, "--load"), *idf = arg_get(argc, argv, "--ids"), *outf = arg_get(argc, argv, "--out");
-    const char *dev = arg_get(argc, argv, "--device"), *prec = arg_get(argc, argv, "--precision");
+    static const ArgSpec spec[] = {{"--load", ARG_STR, 0, 0},   {"--ids", ARG_STR, 0, 0},       {"--out", ARG_STR, 0, 0},
+                                   {"--device", ARG_STR, 0, 0}, {"--precision", ARG_STR, 0, 0}};
+    Args a;
+    args_parse(&a, "logits", argc, argv, spec, sizeof spec / sizeof spec[0], 0);
+    const char *load = args_str(&a, "--load", NULL), *idf = args_str(&a, "--ids", NULL), *outf = args_str(&a, "--out", NULL);
+    const char *dev = args_str(&a, "--device", NULL), *prec = args_str(&a, "--precision", NULL);
     if (!load || !idf || !outf) die("logits: --load, --ids and --out are required");
     char err[ERR_LEN];
     size_t len;

@@ -5,8 +5,10 @@
 #define _GNU_SOURCE
 #include "checkpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,6 +16,7 @@
 
 #include "../util/common.h"
 #include "../util/version.h"
+#include "../util/stale_tmp.h"
 #include "safetensors.h"
 
 #define CKPT_FORMAT "gdn.c-checkpoint"
@@ -33,10 +36,47 @@ static void add_params(StWriter *w, const ParamLayout *pl, const float *buf, con
     }
 }
 
+// Number of NaN/Inf values in x[0..n).
+static size_t count_nonfinite(const float *x, size_t n) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);
+    return bad;
+}
+
+// Temp files of killed saves: in the save directory and every iter_N below it (once per directory a process).
+static void clean_save_dir(const char *save_dir) {
+    static char done[1024];
+    if (!strcmp(done, save_dir)) return;
+    snprintf(done, sizeof done, "%s", save_dir);
+    int n = remove_stale_tmp(save_dir);
+    DIR *dp = opendir(save_dir);
+    for (struct dirent *e; dp && (e = readdir(dp));) {
+        if (strncmp(e->d_name, "iter_", 5) != 0) continue;
+        char sub[1300];
+        snprintf(sub, sizeof sub, "%s/%s", save_dir, e->d_name);
+        n += remove_stale_tmp(sub);
+    }
+    if (dp) closedir(dp);
+    if (n) fprintf(stderr, "gdn: removed %d temp file%s of interrupted saves under %s\n", n, n == 1 ? "" : "s", save_dir);
+}
+
 int ckpt_save(const char *save_dir, const Config *cfg, const ParamLayout *pl, const float *params, const float *adam_m,
               const float *adam_v, const CkptState *st, char *err, size_t errlen) {
     if (!adam_m != !adam_v) return set_err(err, errlen, "ckpt_save: adam_m and adam_v must both be given or both NULL");
     if (st->iteration < 0) return set_err(err, errlen, "ckpt_save: negative iteration %" PRId64, st->iteration);
+    // A diverged run must not leave a checkpoint that looks complete (and becomes `latest`).
+    const float *arrays[3] = {params, adam_m, adam_v};
+    static const char *const what[3] = {"weights", "AdamW exp_avg values", "AdamW exp_avg_sq values"};
+    for (int a = 0; a < 3; a++) {
+        size_t bad = arrays[a] ? count_nonfinite(arrays[a], pl->total) : 0;
+        if (bad)
+            return set_err(err, errlen,
+                           "refusing to save iteration %" PRId64 ": %zu of %zu %s are NaN/Inf (the run diverged; "
+                           "try a lower lr); the last complete checkpoint is kept",
+                           st->iteration, bad, pl->total, what[a]);
+    }
+    if (mkdir_p(save_dir)) return set_err(err, errlen, "cannot create checkpoint directory %s: %s", save_dir, strerror(errno));
+    clean_save_dir(save_dir);
     char dir[1024], path[1200], tmp[64];
     snprintf(dir, sizeof dir, "%s/iter_%07" PRId64, save_dir, st->iteration);
     if (mkdir_p(dir)) return set_err(err, errlen, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
@@ -159,16 +199,18 @@ static int open_model(const char *iter_dir, StFile *f, char *err, size_t errlen)
     snprintf(path, sizeof path, "%s/model.safetensors", iter_dir);
     if (st_open(f, path, err, errlen)) return -1;
     const char *fmt = st_meta(f, "format");
+    // the message is written before st_close: fmt and ver point into the file's header, freed by it
     if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0) {
+        set_err(err, errlen, "%s: __metadata__ format is '%s', expected '" CKPT_FORMAT "'", path, fmt ? fmt : "(none)");
         st_close(f);
-        return set_err(err, errlen, "%s: __metadata__ format is '%s', expected '" CKPT_FORMAT "'", path,
-                       fmt ? fmt : "(none)");
+        return -1;
     }
     const char *ver = st_meta(f, "version");
     if (!ver || strcmp(ver, CKPT_VERSION) != 0) {
+        set_err(err, errlen, "%s: checkpoint version '%s' (this build reads version " CKPT_VERSION ")", path,
+                ver ? ver : "(none)");
         st_close(f);
-        return set_err(err, errlen, "%s: checkpoint version '%s' (this build reads version " CKPT_VERSION ")", path,
-                       ver ? ver : "(none)");
+        return -1;
     }
     return 0;
 }

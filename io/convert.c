@@ -10,6 +10,7 @@
 
 #include "../model/config.h"
 #include "../model/params.h"
+#include "../util/args.h"
 #include "../util/common.h"
 #include "checkpoint.h"
 #include "hf.h"
@@ -49,42 +50,24 @@ typedef struct {
 static void parse_args(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
     static const char *modes[] = {"--to-hf", "--from-hf", "--from-megatron", "--to-megatron", "--list"};
-    static const int mode_takes_arg[] = {0, 1, 1, 0, 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *eq = strchr(a, '=');
-        size_t n = eq ? (size_t)(eq - a) : strlen(a);
-        int matched = 0;
-        for (int m = 0; m < 5 && !matched; m++)
-            if (strlen(modes[m]) == n && !strncmp(a, modes[m], n)) {
-                if (o->mode) die("convert: choose one mode (%s and %s given)", o->mode, modes[m]);
-                o->mode = modes[m];
-                if (mode_takes_arg[m]) {
-                    if (eq)
-                        o->mode_arg = eq + 1;
-                    else if (i + 1 < argc)
-                        o->mode_arg = argv[++i];
-                    else
-                        die("convert: %s needs a path", modes[m]);
-                } else if (eq)
-                    die("convert: %s takes no value", modes[m]);
-                matched = 1;
-            }
-        if (matched) continue;
-        static const char *opts[] = {"--load",      "--save",   "--output-dir",   "--dtype",
-                                     "--tokenizer", "--config", "--megatron-spec"};
-        const char **dst[] = {&o->load, &o->save, &o->output_dir, &o->dtype, &o->tokenizer, &o->config, &o->spec};
-        for (int k = 0; k < 7 && !matched; k++)
-            if (strlen(opts[k]) == n && !strncmp(a, opts[k], n)) {
-                if (eq)
-                    *dst[k] = eq + 1;
-                else if (i + 1 < argc)
-                    *dst[k] = argv[++i];
-                else
-                    die("convert: %s needs a value", opts[k]);
-                matched = 1;
-            }
-        if (!matched) die("convert: unknown argument '%s' (gdn convert --help)", a);
-    }
+    static const ArgSpec spec[] = {
+        {"--to-hf", ARG_FLAG, 0, 0},    {"--from-hf", ARG_STR, 0, 0},   {"--from-megatron", ARG_STR, 0, 0},
+        {"--to-megatron", ARG_FLAG, 0, 0}, {"--list", ARG_STR, 0, 0},     {"--load", ARG_STR, 0, 0},
+        {"--save", ARG_STR, 0, 0},       {"--output-dir", ARG_STR, 0, 0}, {"--dtype", ARG_STR, 0, 0},
+        {"--tokenizer", ARG_STR, 0, 0},  {"--config", ARG_STR, 0, 0},     {"--megatron-spec", ARG_STR, 0, 0},
+    };
+    Args a;
+    args_parse(&a, "convert", argc, argv, spec, sizeof spec / sizeof spec[0], 0);
+    for (int m = 0; m < 5; m++)
+        if (args_has(&a, modes[m])) {
+            if (o->mode) die("convert: choose one mode (%s and %s given)", o->mode, modes[m]);
+            o->mode = modes[m];
+            if (spec[m].kind == ARG_STR) o->mode_arg = args_str(&a, modes[m], NULL);
+        }
+    o->load = args_str(&a, "--load", NULL), o->save = args_str(&a, "--save", NULL);
+    o->output_dir = args_str(&a, "--output-dir", NULL), o->dtype = args_str(&a, "--dtype", NULL);
+    o->tokenizer = args_str(&a, "--tokenizer", NULL), o->config = args_str(&a, "--config", NULL);
+    o->spec = args_str(&a, "--megatron-spec", NULL);
     if (!o->mode)
         die("convert: no mode given: --to-hf, --from-hf DIR, --from-megatron PATH, --to-megatron or --list FILE");
 }

@@ -39,3 +39,20 @@ Model *model_open(const char *path, const char *device, const char *precision, c
     free(params);
     return m;
 }
+
+int model_find_tokenizer(const char *path, char *out, size_t n) {
+    char parent[1200];
+    snprintf(parent, sizeof parent, "%s", path);
+    size_t k = strlen(parent);
+    while (k > 1 && parent[k - 1] == '/') parent[--k] = 0; // "ckpt/iter_0000010/" -> its parent is ckpt
+    char *sl = strrchr(parent, '/');
+    if (sl) *sl = 0;
+    else snprintf(parent, sizeof parent, ".");
+    char cand[3][1300];
+    snprintf(cand[0], sizeof cand[0], "%s/tokenizer.json", path);
+    snprintf(cand[1], sizeof cand[1], "%s/tokenizer.json", parent);
+    snprintf(cand[2], sizeof cand[2], ".assets/llama3/tokenizer.json");
+    for (int i = 0; i < 3; i++)
+        if (file_exists(cand[i])) return snprintf(out, n, "%s", cand[i]), 0;
+    return -1;
+}

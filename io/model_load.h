@@ -17,6 +17,11 @@ int model_load_any(const char *path, Config *cfg, float **params, char *err, siz
 // whatever). The one way the subcommands open a model. NULL with err set if the load fails.
 struct Model *model_open(const char *path, const char *device, const char *precision, char *err, size_t errlen);
 
+// The tokenizer of the model at path, as generate, verify and eval look for it: path/tokenizer.json (an HF
+// dir or a save dir), then beside path (an iter_N dir's save dir, or the dir of a model.safetensors), then
+// the repository's .assets/llama3/tokenizer.json. Writes the first that exists to out; -1 when none does.
+int model_find_tokenizer(const char *path, char *out, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -34,6 +34,54 @@ static const struct { const char *alias, *key; int factor; } aliases[] = {
     {"data_path", "train_data_path", 1},
 };
 
+// Valid range of every numeric key (reliability): checked wherever a value is set (YAML, flag, JSON), so the
+// error names the file and line or the flag. open_lo: the lower bound itself is excluded. A numeric key without
+// a row here is an error at startup (tests/test_config.c), so a new key gets its range when it is added.
+static const struct { const char *key; double lo, hi; int open_lo; } ranges[] = {
+    {"hidden_size", 1, 1 << 20, 0},           {"num_layers", 2, 1 << 16, 0},
+    {"ffn_hidden_size", 1, 1 << 22, 0},       {"linear_num_key_heads", 1, 4096, 0},
+    {"linear_num_value_heads", 1, 4096, 0},   {"linear_key_head_dim", 1, 4096, 0},
+    {"linear_value_head_dim", 1, 4096, 0},    {"linear_conv_kernel_dim", 1, 64, 0},
+    {"vocab_size", 1, 1 << 26, 0},            {"norm_epsilon", 0, 1, 1},
+    {"init_method_std", 0, 10, 0},            {"train_iters", 1, 2000000000, 0},
+    {"micro_batch_size", 1, 1 << 20, 0},      {"global_batch_size", 1, 1 << 30, 0},
+    {"seq_length", 1, 1 << 24, 0},            {"lr", 0, 1000, 0},
+    {"min_lr", 0, 1000, 0},                   {"lr_warmup_iters", 0, 2000000000, 0},
+    {"lr_decay_iters", 0, 2000000000, 0},     {"weight_decay", 0, 1000, 0},
+    {"adam_beta1", 0, 0.999999, 0},           {"adam_beta2", 0, 0.999999999, 0},
+    {"adam_eps", 0, 1, 1},                    {"clip_grad", 0, 1e9, 0},
+    {"seed", 0, 2000000000, 0},               {"log_interval", 1, 2000000000, 0},
+    {"save_interval", 0, 2000000000, 0},      {"exit_interval", 0, 2000000000, 0},
+    {"eos_token_id", 0, (1 << 26) - 1, 0},    {"nproc_per_node", 1, 1024, 0},
+};
+
+int config_key_range(const char *key, double *lo, double *hi, int *open_lo) {
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        if (!strcmp(ranges[i].key, key)) {
+            *lo = ranges[i].lo, *hi = ranges[i].hi, *open_lo = ranges[i].open_lo;
+            return 0;
+        }
+    return -1;
+}
+
+int config_nkeys(void) { return NKEYS; }
+const char *config_key_name(int i, int *type) {
+    if (i < 0 || i >= NKEYS) return NULL;
+    if (type) *type = keys[i].type;
+    return keys[i].name;
+}
+
+static int check_range(const KeyInfo *k, double d, const char *v, char *err, size_t errlen) {
+    double lo, hi;
+    int open_lo;
+    if (config_key_range(k->name, &lo, &hi, &open_lo))
+        return set_err(err, errlen, "key '%s' has no valid range in model/config.c (add one)", k->name);
+    if (d < lo || d > hi || (open_lo && d == lo))
+        return set_err(err, errlen, "key '%s': %s is out of range, expected %s%.10g, %.10g]", k->name, v, open_lo ? "(" : "[",
+                       lo, hi);
+    return 0;
+}
+
 static const KeyInfo *find_key(const char *name) {
     for (int i = 0; i < NKEYS; i++)
         if (!strcmp(keys[i].name, name)) return &keys[i];
@@ -52,8 +100,9 @@ static int set_key(Config *c, const KeyInfo *k, const char *v, int factor, char 
     case CK_INT: {
         errno = 0;
         double d = strtod(v, &end); // accepts 1e3 style integers too
-        if (errno || end == v || *end || d != floor(d) || fabs(d) > 2e9)
+        if (errno || end == v || *end || d != floor(d)) // the range check below keeps it inside an int
             return set_err(err, errlen, "key '%s': expected an integer, got '%s'", k->name, v);
+        if (check_range(k, d * factor, v, err, errlen)) return -1;
         *(int *)base = (int)d * factor;
         return 0;
     }
@@ -62,6 +111,9 @@ static int set_key(Config *c, const KeyInfo *k, const char *v, int factor, char 
         double d = strtod(v, &end);
         if (errno || end == v || *end || !isfinite(d))
             return set_err(err, errlen, "key '%s': expected a number, got '%s'", k->name, v);
+        if (!isfinite((float)d))
+            return set_err(err, errlen, "key '%s': %s overflows a float (largest 3.4e38)", k->name, v);
+        if (check_range(k, d, v, err, errlen)) return -1;
         *(float *)base = (float)d;
         return 0;
     }

@@ -119,6 +119,11 @@ int config_load_yaml(Config *c, const char *path, char *err, size_t errlen);
 int config_apply_flags(Config *c, int *argc, char **argv, char *err, size_t errlen);
 int config_set(Config *c, const char *key, const char *value, char *err, size_t errlen);
 int config_validate(const Config *c, char *err, size_t errlen);
+// The key table, for tests and help: number of keys, the i-th key's name (type into *type when not NULL),
+// and a numeric key's valid range (-1 when it has none).
+int config_nkeys(void);
+const char *config_key_name(int i, int *type);
+int config_key_range(const char *key, double *lo, double *hi, int *open_lo);
 ModelDims config_dims(const Config *c);
 // Resolved config as a JSON object string (malloc'd); parsed back with config_from_json.
 char *config_to_json(const Config *c);

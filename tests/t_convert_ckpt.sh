@@ -10,5 +10,5 @@ trap 'rm -rf "$tmp"' EXIT
 ${CC:-gcc} -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -I. \
   -fsanitize=address,undefined -fno-sanitize-recover=all \
   -o "$tmp/ckpt_check" tests/convert/ckpt_check.c io/checkpoint.c io/hf.c io/safetensors.c model/params.c model/config.c \
-  util/common.c build/version.c -lcjson -lyaml -lm
+  util/common.c util/stale_tmp.c build/version.c -lcjson -lyaml -lm
 ASAN_OPTIONS=detect_leaks=1 "$tmp/ckpt_check" "$tmp/scratch"

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include "../model/gdn.h"
+#include "../util/args.h"
 #include "../util/common.h"
 #include "train.h"
 
@@ -16,13 +17,14 @@ int cmd_bench(int argc, char **argv) {
         return 0;
     }
     int steps = 5, warm = 1;
-    const char *s;
-    if ((s = arg_get(argc, argv, "--steps"))) steps = atoi(s);
-    if ((s = arg_get(argc, argv, "--warmup"))) warm = atoi(s);
-    int out = 1; // drop --steps/--warmup before the config flags are parsed
+    static const ArgSpec own[] = {{"--steps", ARG_INT, 1, 1 << 20}, {"--warmup", ARG_INT, 0, 1 << 20}};
+    int out = 1; // take --steps/--warmup out before the config flags are parsed (those are strict too)
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--steps") || !strcmp(argv[i], "--warmup")) { i++; continue; }
-        argv[out++] = argv[i];
+        int k = !strcmp(argv[i], "--steps") ? 0 : !strcmp(argv[i], "--warmup") ? 1 : -1;
+        if (k < 0) { argv[out++] = argv[i]; continue; }
+        if (i + 1 >= argc) die("bench: %s needs a value", own[k].name);
+        int v = (int)args_number("bench", &own[k], argv[++i]);
+        *(k ? &warm : &steps) = v;
     }
     argc = out;
     Config c;

@@ -8,6 +8,7 @@
 
 #include "../data/indexed.h"
 #include "../model/gdn.h"
+#include "../util/args.h"
 #include "../util/common.h"
 #include "../io/model_load.h"
 
@@ -19,18 +20,24 @@ int cmd_score(int argc, char **argv) {
                "Prints `loss: X ppl: Y` over consecutive windows of T tokens of the dataset.\n");
         return argc < 2 ? 2 : 0;
     }
-    const char *load = arg_get(argc, argv, "--load"), *data = arg_get(argc, argv, "--data");
-    const char *sl = arg_get(argc, argv, "--seq-length"), *ms = arg_get(argc, argv, "--max-samples");
-    const char *mb = arg_get(argc, argv, "--micro-batch-size"), *dev = arg_get(argc, argv, "--device");
-    const char *prec = arg_get(argc, argv, "--precision");
+    static const ArgSpec spec[] = {
+        {"--load", ARG_STR, 0, 0},          {"--data", ARG_STR, 0, 0},
+        {"--seq-length", ARG_INT, 1, 1 << 24}, {"--max-samples", ARG_INT, 1, 9007199254740991.0},
+        {"--micro-batch-size", ARG_INT, 1, 1 << 16}, {"--device", ARG_STR, 0, 0},
+        {"--precision", ARG_STR, 0, 0},
+    };
+    Args a;
+    args_parse(&a, "score", argc, argv, spec, sizeof spec / sizeof spec[0], 0);
+    const char *load = args_str(&a, "--load", NULL), *data = args_str(&a, "--data", NULL);
+    const char *dev = args_str(&a, "--device", NULL), *prec = args_str(&a, "--precision", NULL);
     if (!load) die("score: --load MODEL is required");
     if (!data) die("score: --data PREFIX is required");
     char err[ERR_LEN];
     Model *m = model_open(load, dev, prec, err, sizeof err);
     if (!m) die("%s", err);
     const Config c = m->cfg;
-    int T = sl ? atoi(sl) : c.seq_length, B = mb ? atoi(mb) : 1;
-    long max_samples = ms ? atol(ms) : -1;
+    int T = (int)args_int(&a, "--seq-length", c.seq_length), B = (int)args_int(&a, "--micro-batch-size", 1);
+    long max_samples = (long)args_int(&a, "--max-samples", -1);
     if (T <= 0 || B <= 0) die("score: --seq-length and --micro-batch-size must be positive");
     IndexedDataset ds;
     if (indexed_open(&ds, data, err, sizeof err)) die("%s", err);

@@ -32,6 +32,10 @@ int train_parse_config(Config *c, int *argc, char **argv) {
     char err[ERR_LEN];
     config_defaults(c);
     const char *path = arg_get(*argc, argv, "--config");
+    for (int i = 1, seen = 0; i < *argc; i++) // one file: a second one would silently lose the first's keys
+        if (!strcmp(argv[i], "--config") || !strncmp(argv[i], "--config=", 9))
+            if (seen++) die("--config given twice ('%s' and '%s'): give one YAML file, and flags for the keys to change",
+                            path, argv[i][8] == '=' ? argv[i] + 9 : (i + 1 < *argc ? argv[i + 1] : ""));
     if (path && config_load_yaml(c, path, err, sizeof err)) die("%s", err);
     if (config_apply_flags(c, argc, argv, err, sizeof err)) die("%s", err);
     // drop --config FILE, then anything left is unknown
