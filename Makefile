@@ -8,6 +8,10 @@ OPT     ?= -O3 -march=native
 CFLAGS  += $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
            -fopenmp -fno-fast-math -I. -MMD -MP
 LDLIBS  += -lyaml -lcjson $(if $(filter 1,$(BLAS)),-lopenblas) -lutf8proc -lzstd -lsnappy -lz -lm -lpthread -fopenmp
+# Gloo (CPU collectives of launcher-started ranks, train/comm_gloo.cc): Debian ships only the versioned .so
+CXX     ?= g++
+CXXFLAGS += $(OPT) -g -std=c++17 -Wall -Wextra -Wno-unused-parameter -I. -MMD -MP
+LDLIBS  += -l:libgloo.so.0 -lstdc++
 ifneq ($(BLAS),1)
   CFLAGS += -DGDN_NO_BLAS
 endif
@@ -28,7 +32,7 @@ endif
 BUILD := build
 LIB_DIRS := util model cpu data io train eval infer
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(patsubst %.cc,$(BUILD)/%.o,$(wildcard train/*.cc))
 ifeq ($(CUDA),1)
   CU_SRC  := $(wildcard cuda/*.cu)
   LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.o)
@@ -70,6 +74,10 @@ $(BUILD)/%.o: %.c
 
 # glibc's vector expf (libmvec) is offered to `omp simd` loops only under -ffast-math: this file only
 $(BUILD)/cpu/softmax_simd.o: CFLAGS += -ffast-math
+
+$(BUILD)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
 
 $(BUILD)/cuda/stub.o: cuda/stub.c.in
 	@mkdir -p $(dir $@)

@@ -57,7 +57,10 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(device, CK_STR, device, "auto", "cpu | cuda | auto")                                                \
     X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
     X(delta_rule, CK_STR, delta_rule, "chunk", "chunk | recurrent (CPU reference form)")                 \
-    X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores")
+    X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores") \
+    /* distributed training (issue 19) */                                                                  \
+    X(use_distributed_optimizer, CK_BOOL, use_distributed_optimizer, "false", "ZeRO-1: reduce-scatter the grads, shard the AdamW state, all-gather the weights") \
+    X(distributed_timeout_minutes, CK_FLOAT, distributed_timeout_minutes, "10", "a rank silent this long (dead or hung) stops every rank")
 
 typedef struct {
     int hidden_size, num_layers, ffn_hidden_size, num_heads, num_v_heads, head_dim, v_head_dim;
@@ -77,6 +80,8 @@ typedef struct {
     int eos_token_id;
     char delta_rule[16];
     int nproc_per_node;
+    int use_distributed_optimizer; // issue 19
+    float distributed_timeout_minutes;
 } Config;
 
 // The model shape derived from a Config (what the graph and the tensor table use).
