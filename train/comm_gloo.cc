@@ -182,8 +182,8 @@ static std::string local_ip_toward(const char *addr, int port) {
     return out;
 }
 
-extern "C" GlooComm *gloo_comm_init(int rank, int world, const char *addr, int store_port, double timeout_s, char *err,
-                                    size_t errlen) {
+extern "C" GlooComm *gloo_comm_init(int rank, int world, const char *addr, int store_port, const char *generation,
+                                    double timeout_s, char *err, size_t errlen) {
     GlooComm *g = new GlooComm;
     g->rank = rank, g->world = world, g->timeout_s = timeout_s;
     if (rank == 0) {
@@ -199,6 +199,7 @@ extern "C" GlooComm *gloo_comm_init(int rank, int world, const char *addr, int s
         }
         g->server = new StoreServer;
         g->server->fd = fd;
+        g->server->kv["generation"] = generation;
         StoreServer *s = g->server;
         std::thread([s] {
             for (;;) {
@@ -211,11 +212,28 @@ extern "C" GlooComm *gloo_comm_init(int rank, int world, const char *addr, int s
             }
         }).detach();
     }
-    int fd = connect_retry(rank == 0 ? "127.0.0.1" : addr, store_port, timeout_s, err, errlen);
-    if (fd < 0) { delete g; return nullptr; }
-    struct timeval tv = {(time_t)timeout_s, (suseconds_t)((timeout_s - (time_t)timeout_s) * 1e6)};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv); // a GET that never comes fails, not hangs
-    g->store.fd = fd;
+    // a store of an earlier attempt (its rank 0 not yet gone after a failure) is not ours: wait for this one
+    auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+        double left = timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        int fd = left > 0 ? connect_retry(rank == 0 ? "127.0.0.1" : addr, store_port, left, err, errlen) : -1;
+        if (fd < 0) {
+            if (left <= 0) fail(err, errlen, "no rendezvous store of attempt %s at %s:%d within the timeout", generation, addr, store_port);
+            delete g;
+            return nullptr;
+        }
+        struct timeval tv = {(time_t)timeout_s, (suseconds_t)((timeout_s - (time_t)timeout_s) * 1e6)};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv); // a GET that never comes fails, not hangs
+        g->store.fd = fd;
+        try {
+            std::vector<char> gen = g->store.get("generation");
+            if (std::string(gen.begin(), gen.end()) == generation) break;
+        } catch (const std::exception &) {
+        }
+        close(fd);
+        g->store.fd = -1;
+        usleep(200 * 1000);
+    }
     try {
         gloo::transport::tcp::attr attr;
         const char *ifname = getenv("GLOO_SOCKET_IFNAME");

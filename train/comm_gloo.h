@@ -13,9 +13,10 @@ typedef struct GlooComm GlooComm;
 
 // Rank 0 serves the store on store_port (every address); all ranks connect to addr:store_port, then Gloo
 // connects every pair. The pairs listen on the interface that routes to addr (GLOO_SOCKET_IFNAME overrides).
+// generation names the attempt (a launcher's restart count): a store left from another is not joined.
 // timeout_s bounds the rendezvous and every collective.
-GlooComm *gloo_comm_init(int rank, int world, const char *addr, int store_port, double timeout_s, char *err,
-                         size_t errlen);
+GlooComm *gloo_comm_init(int rank, int world, const char *addr, int store_port, const char *generation,
+                         double timeout_s, char *err, size_t errlen);
 int gloo_allreduce_sum(GlooComm *g, float *buf, size_t n, char *err, size_t errlen); // in place, identical on all
 int gloo_reduce_sum(GlooComm *g, float *buf, size_t n, int root, char *err, size_t errlen); // root's buf = sum
 int gloo_broadcast(GlooComm *g, void *buf, size_t bytes, int root, char *err, size_t errlen);

@@ -54,7 +54,8 @@ static void rank_env(const Dist *d) {
 // A CPU collective failed: find out which rank is gone (the roll call of comm_gloo.cc) and stop this one.
 static void comm_failed(Dist *d, const char *what, const char *err) {
     int *missing = xmalloc((size_t)d->world * sizeof(int));
-    double grace = d->timeout_s < 20 ? d->timeout_s : 20;
+    // the survivors fail at once (their pairs close) or time out together: a short roll call finds them all
+    double grace = d->timeout_s / 4 < 2 ? 2 : d->timeout_s / 4 > 10 ? 10 : d->timeout_s / 4;
     int n = gloo_comm_who_failed(d->gloo, grace, missing);
     if (n < 0) die("%s failed: rank 0 (it serves the rendezvous store) died or hung; stopping (%s)", what, err);
     if (n == 0) die("%s failed on this rank; stopping (%s)", what, err);
@@ -136,7 +137,9 @@ void dist_launch(Dist *d, int nproc_per_node, double timeout_minutes) {
         rank_env(d);
         set_threads(d->local_world);
         char err[ERR_LEN];
-        d->gloo = gloo_comm_init(d->rank, d->world, d->master_addr, d->store_port, d->timeout_s, err, sizeof err);
+        const char *gen = getenv("TORCHELASTIC_RESTART_COUNT"); // torchrun's attempt: a restart rendezvous anew
+        d->gloo = gloo_comm_init(d->rank, d->world, d->master_addr, d->store_port, gen ? gen : "0", d->timeout_s, err,
+                                 sizeof err);
         if (!d->gloo) die("%s", err);
         if (d->rank == 0)
             printf("gdn train: %d ranks from %s (%d per machine here, %d machine%s), rendezvous %s:%d (Gloo store; "

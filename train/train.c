@@ -98,7 +98,16 @@ int cmd_train(int argc, char **argv) {
     // ---- resume / finetune: model shape must match
     char iter_dir[1024] = "";
     if (c.load[0]) {
-        if (ckpt_resolve(c.load, iter_dir, sizeof iter_dir, err, sizeof err)) die("--load %s: %s", c.load, err);
+        if (ckpt_resolve(c.load, iter_dir, sizeof iter_dir, err, sizeof err)) {
+            // load == save without a checkpoint yet: the first attempt of a run its launcher may restart
+            char latest[1100];
+            snprintf(latest, sizeof latest, "%s/latest_checkpointed_iteration.txt", c.load);
+            if (strcmp(c.load, c.save) || file_exists(latest)) die("--load %s: %s", c.load, err);
+            if (lead) printf("gdn train: no checkpoint in %s yet: starting from scratch\n", c.load);
+            iter_dir[0] = 0;
+        }
+    }
+    if (iter_dir[0]) {
         Config saved;
         config_defaults(&saved);
         if (ckpt_read_config(iter_dir, &saved, err, sizeof err)) die("%s: %s", iter_dir, err);
