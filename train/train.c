@@ -192,6 +192,8 @@ int cmd_train(int argc, char **argv) {
             if (mu % 32 == 31 || mu == n_micro - 1) loss_sum += model_read_loss_slots(m, mu % 32 + 1);
         }
         // ranks: sum the loss sums and the gradients (each rank's are of its tokens' losses / all valid tokens)
+        be->sync();
+        double t_comm0 = now_sec(); // the step's collectives (the backward is done: the sync above)
         dist_allreduce_host(&dist, &loss_sum, 1);
         double gnorm;
         if (zero1) gnorm = zero_reduce_grads(&zero, m, &dist);
@@ -199,6 +201,7 @@ int cmd_train(int argc, char **argv) {
             dist_allreduce_sum(&dist, m->grads, P);
             gnorm = model_grad_norm(m);
         }
+        double comm_ms = (now_sec() - t_comm0) * 1e3;
         double loss = loss_sum / valid;
         if (!isfinite(loss)) die("iteration %ld: loss is %f; stopping without saving a checkpoint", it, loss);
         if (!isfinite(gnorm)) die("iteration %ld: gradient norm is %f (NaN/Inf in gradients); stopping without saving", it, gnorm);
@@ -212,8 +215,8 @@ int cmd_train(int argc, char **argv) {
         loss_acc += loss;
         n_acc++;
         if (metrics) {
-            fprintf(metrics, "{\"iteration\": %ld, \"lm_loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"consumed_samples\": %lld}\n",
-                    it, loss, lr, gnorm, (long long)it * c.global_batch_size);
+            fprintf(metrics, "{\"iteration\": %ld, \"lm_loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"consumed_samples\": %lld, \"comm_ms\": %.3f}\n",
+                    it, loss, lr, gnorm, (long long)it * c.global_batch_size, comm_ms);
             fflush(metrics);
         }
         if (lead && (it == it0 + 1 || it % c.log_interval == 0 || it == c.train_iters)) {
