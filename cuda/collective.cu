@@ -11,6 +11,8 @@ void cu_register_collectives(Backend *) {}
 
 static ncclComm_t g_comm;
 static int g_world;
+static cudaStream_t g_comm_stream; // bucketed all-reduces overlapped with the backward
+static cudaEvent_t g_ev_ready, g_ev_done;
 
 static int nccl_err(char *err, size_t errlen, const char *call, ncclResult_t r) {
     return set_err(err, errlen, "%s failed: %s%s", call, ncclGetErrorString(r),
@@ -32,7 +34,11 @@ static int cu_comm_init(const void *id, int rank, int world, char *err, size_t e
     memcpy(&uid, id, sizeof uid);
     ncclResult_t r = ncclCommInitRank(&g_comm, world, uid, rank);
     g_world = world;
-    return r == ncclSuccess ? 0 : nccl_err(err, errlen, "ncclCommInitRank", r);
+    if (r != ncclSuccess) return nccl_err(err, errlen, "ncclCommInitRank", r);
+    cudaError_t e = cudaStreamCreateWithFlags(&g_comm_stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&g_ev_ready, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&g_ev_done, cudaEventDisableTiming);
+    return e == cudaSuccess ? 0 : set_err(err, errlen, "the communication stream: %s", cudaGetErrorString(e));
 }
 
 static void cu_comm_allreduce_sum(float *buf, size_t n) {
@@ -62,9 +68,24 @@ static void cu_comm_allgather(float *buf, const size_t *offs) {
     cu_after_launch("ncclBroadcast (all-gather)");
 }
 
+// The gradients of buf are final once the compute stream reaches here; the reduce then runs beside it.
+static void cu_comm_allreduce_sum_async(float *buf, size_t n) {
+    if (!n) return;
+    CU_CHECK(cudaEventRecord(g_ev_ready, g_cu.stream));
+    CU_CHECK(cudaStreamWaitEvent(g_comm_stream, g_ev_ready, 0));
+    nccl_check(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g_comm, g_comm_stream), "ncclAllReduce (bucket)", n);
+}
+
+static void cu_comm_wait(void) {
+    CU_CHECK(cudaEventRecord(g_ev_done, g_comm_stream));
+    CU_CHECK(cudaStreamWaitEvent(g_cu.stream, g_ev_done, 0));
+}
+
 static void cu_comm_free(void) {
     if (g_comm) ncclCommDestroy(g_comm);
+    if (g_comm_stream) cudaStreamDestroy(g_comm_stream), cudaEventDestroy(g_ev_ready), cudaEventDestroy(g_ev_done);
     g_comm = NULL;
+    g_comm_stream = NULL;
 }
 
 void cu_register_collectives(Backend *b) {
@@ -74,6 +95,8 @@ void cu_register_collectives(Backend *b) {
     b->comm_allreduce_sum = cu_comm_allreduce_sum;
     b->comm_reduce_scatter_sum = cu_comm_reduce_scatter_sum;
     b->comm_allgather = cu_comm_allgather;
+    b->comm_allreduce_sum_async = cu_comm_allreduce_sum_async;
+    b->comm_wait = cu_comm_wait;
     b->comm_free = cu_comm_free;
 }
 #endif

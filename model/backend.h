@@ -151,6 +151,10 @@ typedef struct Backend {
     // undefined); all-gather copies every owned range to every rank. offs: host [world+1].
     void (*comm_reduce_scatter_sum)(float *buf, const size_t *offs);
     void (*comm_allgather)(float *buf, const size_t *offs);
+    // overlap with the backward: the all-reduce runs on a communication stream once the compute stream has
+    // reached this point (an event); comm_wait makes the compute stream wait for all of them.
+    void (*comm_allreduce_sum_async)(float *buf, size_t n);
+    void (*comm_wait)(void);
     void (*comm_free)(void);
 } Backend;
 

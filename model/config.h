@@ -60,7 +60,9 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores") \
     /* distributed training (issue 19) */                                                                  \
     X(use_distributed_optimizer, CK_BOOL, use_distributed_optimizer, "false", "ZeRO-1: reduce-scatter the grads, shard the AdamW state, all-gather the weights") \
-    X(distributed_timeout_minutes, CK_FLOAT, distributed_timeout_minutes, "10", "a rank silent this long (dead or hung) stops every rank")
+    X(distributed_timeout_minutes, CK_FLOAT, distributed_timeout_minutes, "10", "a rank silent this long (dead or hung) stops every rank") \
+    X(ddp_bucket_size, CK_INT, ddp_bucket_size, "0", "gradient all-reduce in buckets of >= this many elements (0: one, or 40M with overlap)") \
+    X(overlap_grad_reduce, CK_BOOL, overlap_grad_reduce, "false", "start each bucket's all-reduce during the backward, once its gradients are final")
 
 typedef struct {
     int hidden_size, num_layers, ffn_hidden_size, num_heads, num_v_heads, head_dim, v_head_dim;
@@ -82,6 +84,7 @@ typedef struct {
     int nproc_per_node;
     int use_distributed_optimizer; // issue 19
     float distributed_timeout_minutes;
+    int ddp_bucket_size, overlap_grad_reduce;
 } Config;
 
 // The model shape derived from a Config (what the graph and the tensor table use).

@@ -56,6 +56,10 @@ typedef struct Model {
     size_t cap_N;           // rows the activations were allocated for (inference reuses them for fewer)
     unsigned acts_gen;      // bumped when the activations move (graphs recorded against them are stale)
     Backend ops;            // the backend's table; be points here (delta_rule may be swapped for the recurrent form)
+    // issue 19: called by the backward once parameter gradients [first_param_offset, +count) are final for this
+    // micro-batch (each block, the final norm, the tied embedding last); NULL: nobody listens
+    void (*grad_ready)(struct Model *m, size_t first_param_offset, size_t count);
+    void *grad_ready_ctx;
 } Model;
 
 // Recurrent inference state of B sequences: per block the conv windows (last K-1 pre-conv inputs of the

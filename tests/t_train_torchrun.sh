@@ -7,6 +7,7 @@
 #  * the layout printed once by rank 0, one log line per step;
 #  * a ZeRO-1 checkpoint of 4 ranks at step 3 resumes on 2 ranks (ZeRO-1) and on 1 (no ZeRO) and goes on
 #    with the uninterrupted run's losses (same bound from step 4); gdn convert reads it;
+#  * buckets (ddp_bucket_size) overlapped with the backward (overlap_grad_reduce) or not: the same bits;
 #  * mpirun -np 2 gives the same losses as torchrun's 2 ranks of one node... within the bound of 1 rank.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,9 @@ out0() { cat "$tmp"/logs_$1_0/*/attempt_0/0/stdout.log; } # rank 0's stdout
 ./gdn train "${common[@]}" --save "$tmp/w1" > "$tmp/w1.log"
 trun t4 2 2 --save "$tmp/t4"
 trun z4 2 2 --save "$tmp/z4" --use_distributed_optimizer
+trun b4 2 2 --save "$tmp/b4" --ddp_bucket_size 20000                       # 3 buckets after the backward
+trun o4 2 2 --save "$tmp/o4" --ddp_bucket_size 20000 --overlap_grad_reduce # the same, during the backward
+out0 o4 | grep -q "gradients reduced in 3 buckets (overlapped with the backward), the embedding's (32000 elements) last"
 out0 t4 | grep -q "gdn train: 4 ranks from torchrun (2 per machine here, 2 machines), rendezvous 127.0.0.1:"
 out0 z4 | grep -q "x 4 data-parallel ranks (Gloo, ZeRO-1)"
 test "$(out0 t4 | grep -c 'iteration  *[0-9]*/')" = 6
@@ -73,6 +77,11 @@ check('torchrun 2x2 vs 1 rank', run(f'{tmp}/t4/metrics.jsonl'), ref, 1, 4)
 check('torchrun 2x2 ZeRO-1 vs 1 rank', run(f'{tmp}/z4/metrics.jsonl'), ref, 1, 4)
 check('ZeRO-1 vs plain, 4 ranks', run(f'{tmp}/z4/metrics.jsonl'), run(f'{tmp}/t4/metrics.jsonl'), 1, 4)
 check('mpirun 2 vs 1 rank', run(f'{tmp}/m2/metrics.jsonl'), ref, 1, 2)
+check('torchrun 2x2 bucketed vs 1 rank', run(f'{tmp}/b4/metrics.jsonl'), ref, 1, 4)
+b4, o4 = run(f'{tmp}/b4/metrics.jsonl'), run(f'{tmp}/o4/metrics.jsonl')
+same = lambda a, b: all((a[k]['lm_loss'], a[k]['grad_norm']) == (b[k]['lm_loss'], b[k]['grad_norm']) for k in a)
+assert sorted(b4) == sorted(o4) and same(b4, o4), 'overlap changed the bits'
+print('buckets overlapped with the backward == after it, bit for bit (6 steps)')
 z4 = run(f'{tmp}/z4/metrics.jsonl')
 check('ZeRO-1 4 ranks @3 -> 2 ranks', run(f'{tmp}/r2/metrics.jsonl'), z4, 4, 4)
 check('ZeRO-1 4 ranks @3 -> 1 rank', run(f'{tmp}/r1/metrics.jsonl'), z4, 4, 4)

@@ -13,6 +13,7 @@
 #include "../util/common.h"
 #include "dist.h"
 #include "schedule.h"
+#include "buckets.h"
 #include "zero.h"
 #include "train.h"
 
@@ -139,6 +140,9 @@ int cmd_train(int argc, char **argv) {
     Zero zero = {0}; // ZeRO-1 (issue 19): shards the moments just loaded (or zero)
     const int zero1 = c.use_distributed_optimizer && W > 1;
     if (zero1) zero_init(&zero, m, &dist);
+    Buckets bk = {0}; // bucketed (and overlapped) gradient all-reduce
+    const int bucketed = W > 1 && !zero1 && (c.ddp_bucket_size > 0 || c.overlap_grad_reduce);
+    if (bucketed) buckets_init(&bk, m, &dist, c.ddp_bucket_size, c.overlap_grad_reduce);
 
     // ---- data
     IndexedDataset ds;
@@ -188,17 +192,19 @@ int cmd_train(int argc, char **argv) {
         double loss_sum = 0;
         for (int mu = 0; mu < n_micro; mu++) {
             size_t o = (size_t)R * rank_tok + (size_t)mu * mbs * T;
+            if (bucketed && mu == n_micro - 1) buckets_arm(&bk); // the last micro-batch makes the grads final
             model_fwd_bwd(m, in + o, lab + o, mbs, T, (float)(1.0 / valid), mu % 32);
             if (mu % 32 == 31 || mu == n_micro - 1) loss_sum += model_read_loss_slots(m, mu % 32 + 1);
         }
         // ranks: sum the loss sums and the gradients (each rank's are of its tokens' losses / all valid tokens)
         be->sync();
-        double t_comm0 = now_sec(); // the step's collectives (the backward is done: the sync above)
+        double t_comm0 = now_sec(); // the step's collectives left after the backward (the sync above)
+        if (bucketed) buckets_finish(&bk); // first: the communication thread is done before anything else talks
         dist_allreduce_host(&dist, &loss_sum, 1);
         double gnorm;
         if (zero1) gnorm = zero_reduce_grads(&zero, m, &dist);
         else {
-            dist_allreduce_sum(&dist, m->grads, P);
+            if (!bucketed) dist_allreduce_sum(&dist, m->grads, P);
             gnorm = model_grad_norm(m);
         }
         double comm_ms = (now_sec() - t_comm0) * 1e3;
@@ -279,6 +285,7 @@ int cmd_train(int argc, char **argv) {
     }
     dist_finish(&dist);
     if (zero1) zero_free(&zero, m);
+    if (bucketed) buckets_free(&bk);
     if (metrics) fclose(metrics);
     free(in); free(lab); free(host);
     sampler_free(smp);
