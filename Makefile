@@ -18,7 +18,7 @@ endif
 # DEPS=dir: headers and libraries unpacked there (scripts/device_deps.sh), found at build and run time
 ifneq ($(DEPS),)
   CFLAGS  += -I$(DEPS)/include
-  LDLIBS  += -L$(DEPS)/lib -Wl,-rpath,$(abspath $(DEPS))/lib
+  LDLIBS  += -L$(DEPS)/lib -Wl,-rpath,$(abspath $(DEPS))/lib -Wl,--disable-new-dtags # RPATH: libgloo's own deps too
 endif
 # Hopper: sm_90a machine code (wgmma/TMA capable) plus sm_90 PTX for forward compatibility.
 CUDA_ARCH ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90

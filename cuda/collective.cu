@@ -4,8 +4,21 @@
 // channel (train/dist.c), which works with every NCCL version, NCCL_COMM_ID set or not.
 #include "cuda/common.cuh"
 
-#ifdef GDN_EMU // the emulator is one process: no communicator (the entries stay NULL)
-void cu_register_collectives(Backend *) {}
+#ifdef GDN_EMU // the emulator is one process: no communicator (entries set, as every CUDA entry is, but refusing)
+static int emu_id_size(void) { return 128; }
+static int emu_refuse(void *, char *err, size_t errlen) { return set_err(err, errlen, "NCCL is not emulated"); }
+static int emu_refuse_init(const void *, int, int, char *err, size_t errlen) { return set_err(err, errlen, "NCCL is not emulated"); }
+static void emu_die_n(float *, size_t) { die("NCCL is not emulated"); }
+static void emu_die_offs(float *, const size_t *) { die("NCCL is not emulated"); }
+static void emu_nop(void) {}
+void cu_register_collectives(Backend *b) {
+    b->comm_id_size = emu_id_size;
+    b->comm_unique_id = emu_refuse;
+    b->comm_init = emu_refuse_init;
+    b->comm_allreduce_sum = b->comm_allreduce_sum_async = emu_die_n;
+    b->comm_reduce_scatter_sum = b->comm_allgather = emu_die_offs;
+    b->comm_wait = b->comm_free = emu_nop;
+}
 #else
 #include <nccl.h>
 
