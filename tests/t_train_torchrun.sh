@@ -8,7 +8,8 @@
 #  * a ZeRO-1 checkpoint of 4 ranks at step 3 resumes on 2 ranks (ZeRO-1) and on 1 (no ZeRO) and goes on
 #    with the uninterrupted run's losses (same bound from step 4); gdn convert reads it;
 #  * buckets (ddp_bucket_size) overlapped with the backward (overlap_grad_reduce) or not: the same bits;
-#  * mpirun -np 2 (Open MPI's variables, the same Gloo path) == 1 rank within the bound.
+#  * mpirun -np 2 (Open MPI's variables, the same Gloo path) == 1 rank within the bound; srun's variables
+#    (set by hand) give mpirun's weights bit for bit; a malformed RANK is refused by name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -51,6 +52,18 @@ out0 r2 | grep -q "resuming from .*iter_0000003 at iteration 3"
 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 -x OMP_NUM_THREADS=1 -x MASTER_PORT=$port \
     ./gdn train "${common[@]}" --save "$tmp/m2" > "$tmp/m2.log" 2>&1 || { cat "$tmp/m2.log"; exit 1; }
 grep -q "2 ranks from mpirun" "$tmp/m2.log"
+# srun's variables (no Slurm here: set by hand as srun sets them for a 2-task step on one node)
+spids=()
+for r in 0 1; do
+    SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r SLURM_NNODES=1 SLURM_STEP_ID=0 MASTER_PORT=$((port + 2)) \
+        timeout 300 ./gdn train "${common[@]}" --save "$tmp/s2" > "$tmp/s2.$r.log" 2>&1 &
+    spids+=($!)
+done
+for p in "${spids[@]}"; do wait "$p" || { cat "$tmp"/s2.*.log; exit 1; }; done
+grep -q "2 ranks from srun (2 per machine here, 1 machine)" "$tmp/s2.0.log"
+# a launcher variable that is not a number is refused by name
+if RANK=x WORLD_SIZE=2 ./gdn train "${common[@]}" > "$tmp/bad.log" 2>&1; then echo "FAIL: RANK=x accepted"; exit 1; fi
+grep -q 'RANK="x" (set by torchrun): expected a non-negative integer' "$tmp/bad.log"
 ./gdn convert --to-hf --load "$tmp/z4" --output-dir "$tmp/hf" --dtype fp32 > "$tmp/conv.log"
 test -s "$tmp/hf/model.safetensors"
 
@@ -58,8 +71,12 @@ test -s "$tmp/hf/model.safetensors"
 import json, sys
 sys.path.insert(0, 'tests/ref')
 from dp_bound import bound
-from st import tensors_f32 as tensors
+from st import tensors_f32 as tensors, tensors_raw
 tmp = sys.argv[1]
+for f in ('model.safetensors', 'optimizer.safetensors'): # srun's variables, the same path as mpirun's: the same bits
+    a, b = tensors_raw(f'{tmp}/m2/iter_0000006/{f}'), tensors_raw(f'{tmp}/s2/iter_0000006/{f}')
+    assert a and a.keys() == b.keys() and all(a[k] == b[k] for k in a), f
+print('srun variables == mpirun: weights and AdamW state bit for bit')
 def run(path):
     return {r['iteration']: r for r in map(json.loads, open(path)) if 'lm_loss' in r}
 P = sum(len(v) for v in tensors(f'{tmp}/w1/iter_0000006/model.safetensors').values())

@@ -36,7 +36,8 @@ int dist_env_layout(Dist *d) {
         d->world = env_int("OMPI_COMM_WORLD_SIZE", 1, who);
         d->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, who);
         d->local_world = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", d->world, who);
-    } else if (getenv("SLURM_PROCID") && getenv("SLURM_NTASKS") && getenv("SLURM_STEP_ID")) { // srun, not the batch shell
+    } else if (getenv("SLURM_PROCID") && getenv("SLURM_NTASKS") && (getenv("SLURM_STEP_ID") || getenv("SLURM_STEPID"))) { // srun
+        // (a step id: srun's task, not the batch shell, which is no rank)
         who = "srun";
         d->rank = env_int("SLURM_PROCID", 0, who);
         d->world = env_int("SLURM_NTASKS", 1, who);
