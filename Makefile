@@ -8,13 +8,17 @@ OPT     ?= -O3 -march=native
 CFLAGS  += $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
            -fopenmp -fno-fast-math -I. -MMD -MP $(CFLAGS_EXTRA)
 LDLIBS  += -lyaml -lcjson $(if $(filter 1,$(BLAS)),-lopenblas) -lutf8proc -lzstd -lsnappy -lz -lm -lpthread -fopenmp
+# Gloo (CPU collectives of launcher-started ranks, train/comm_gloo.cc): Debian ships only the versioned .so
+CXX     ?= g++
+CXXFLAGS += $(OPT) -g -std=c++17 -Wall -Wextra -Wno-unused-parameter -I. -MMD -MP
+LDLIBS  += -l:libgloo.so.0 -lstdc++
 ifneq ($(BLAS),1)
   CFLAGS += -DGDN_NO_BLAS
 endif
 # DEPS=dir: headers and libraries unpacked there (scripts/device_deps.sh), found at build and run time
 ifneq ($(DEPS),)
   CFLAGS  += -I$(DEPS)/include
-  LDLIBS  += -L$(DEPS)/lib -Wl,-rpath,$(abspath $(DEPS))/lib
+  LDLIBS  += -L$(DEPS)/lib -Wl,-rpath,$(abspath $(DEPS))/lib -Wl,--disable-new-dtags # RPATH: libgloo's own deps too
 endif
 # Hopper: sm_90a machine code (wgmma/TMA capable) plus sm_90 PTX for forward compatibility.
 CUDA_ARCH ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
@@ -38,7 +42,7 @@ BIN   ?= gdn
 OBJ := $(BUILD)/obj-cuda$(CUDA)-blas$(BLAS)-cairo$(CAIRO)
 LIB_DIRS := util model cpu data io train eval infer report
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=$(OBJ)/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(OBJ)/%.o) $(patsubst %.cc,$(OBJ)/%.o,$(wildcard train/*.cc))
 # git describe, baked in (gdn --version, logs, checkpoints, reports); the file changes only when it does
 GDN_VERSION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
 LIB_OBJ  += $(OBJ)/version.o
@@ -86,16 +90,10 @@ $(OBJ)/%.o: %.c
 # glibc's vector expf (libmvec) is offered to `omp simd` loops only under -ffast-math: this file only
 $(OBJ)/cpu/softmax_simd.o: CFLAGS += -ffast-math
 
-$(BUILD)/version.c: FORCE
-	@mkdir -p $(BUILD); printf 'const char gdn_version[] = "%s";\n' '$(GDN_VERSION)' > $@.tmp; \
-	  if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
-$(OBJ)/version.o: $(BUILD)/version.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
-.PHONY: FORCE
-FORCE:
-
-$(OBJ)/cuda/stub.o: cuda/stub.c.in
+LIB_OBJ  := $(LIB_SRC:%.c=$(OBJ)/%.o) $(patsubst %.cc,$(OBJ)/%.o,$(wildcard train/*.cc))
+# git describe, baked in (gdn --version, logs, checkpoints, reports); the file changes only when it does
+GDN_VERSION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
+LIB_OBJ  += $(OBJ)/version.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -x c -c $< -o $@
 

@@ -302,6 +302,7 @@ static void fill_table(Backend *b, int use_bf16) {
     cu_register_delta_rule_bwd(b, use_bf16);
     cu_register_lmhead(b, use_bf16);
     cu_register_adamw(b, use_bf16);
+    cu_register_collectives(b);
 }
 
 extern "C" const Backend *backend_cuda(int precision_bf16, char *err, size_t errlen) {

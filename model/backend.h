@@ -161,6 +161,23 @@ typedef struct Backend {
     void *(*capture_end)(void);        // the replayable graph, or NULL if the capture failed
     void (*graph_launch)(void *graph); // asynchronous, on the backend's stream
     void (*graph_free)(void *graph);
+
+    // ---- collectives across data-parallel ranks (issue 19; train/dist.c drives them). NULL where the backend
+    // has none (CPU: its memory is the host's, reduced by train/dist.c through shared memory or Gloo).
+    // One communicator per process; collectives run in order on the backend's stream.
+    int (*comm_id_size)(void);                                   // bytes of the bootstrap id (<= 512)
+    int (*comm_unique_id)(void *id, char *err, size_t errlen);   // rank 0; the id reaches the others by the CPU channel
+    int (*comm_init)(const void *id, int rank, int world, char *err, size_t errlen);
+    void (*comm_allreduce_sum)(float *buf, size_t n); // in place, the same bits on every rank
+    // rank r owns buf[offs[r], offs[r+1]): reduce-scatter leaves the sum in each owned range (the rest of buf
+    // undefined); all-gather copies every owned range to every rank. offs: host [world+1].
+    void (*comm_reduce_scatter_sum)(float *buf, const size_t *offs);
+    void (*comm_allgather)(float *buf, const size_t *offs);
+    // overlap with the backward: the all-reduce runs on a communication stream once the compute stream has
+    // reached this point (an event); comm_wait makes the compute stream wait for all of them.
+    void (*comm_allreduce_sum_async)(float *buf, size_t n);
+    void (*comm_wait)(void);
+    void (*comm_free)(void);
 } Backend;
 
 const Backend *backend_cpu(void);

@@ -60,7 +60,12 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(device, CK_STR, device, "auto", "cpu | cuda | auto")                                                \
     X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
     X(delta_rule, CK_STR, delta_rule, "chunk", "chunk | recurrent (CPU reference form)")                 \
-    X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores")
+    X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores") \
+    /* distributed training (issue 19) */                                                                  \
+    X(use_distributed_optimizer, CK_BOOL, use_distributed_optimizer, "false", "ZeRO-1: reduce-scatter the grads, shard the AdamW state, all-gather the weights") \
+    X(distributed_timeout_minutes, CK_FLOAT, distributed_timeout_minutes, "10", "a rank silent this long (dead or hung) stops every rank") \
+    X(ddp_bucket_size, CK_INT, ddp_bucket_size, "0", "gradient all-reduce in buckets of >= this many elements (0: one, or 40M with overlap)") \
+    X(overlap_grad_reduce, CK_BOOL, overlap_grad_reduce, "false", "start each bucket's all-reduce during the backward, once its gradients are final")
 
 typedef struct {
     int hidden_size, num_layers, ffn_hidden_size, num_heads, num_v_heads, head_dim, v_head_dim;
@@ -81,6 +86,9 @@ typedef struct {
     char delta_rule[16];
     int nproc_per_node;
     char tensorboard_dir[512], report_dir[512]; // run monitoring
+    int use_distributed_optimizer; // issue 19
+    float distributed_timeout_minutes;
+    int ddp_bucket_size, overlap_grad_reduce;
 } Config;
 
 // Layer kinds: each block is attn_norm, a mixer, mlp_norm and the SwiGLU MLP; its kind picks the mixer.

@@ -346,6 +346,16 @@ static void mlp_bwd(Model *m, int l, int N, const void *dout) {
                    2 * d->F, d->h, 0);
 }
 
+// The flat-buffer range of block l's parameters (they are contiguous), for grad_ready.
+static void layer_range(const ParamLayout *lay, int l, size_t *off, size_t *n) {
+    *off = 0, *n = 0;
+    for (int i = 0; i < lay->ntensors; i++)
+        if (lay->tensors[i].layer == l) {
+            if (!*n) *off = lay->tensors[i].off;
+            *n += lay->tensors[i].numel;
+        }
+}
+
 void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, int T, float loss_scale, int slot) {
     if (!m->training) die("model_fwd_bwd on a model created for inference");
     if (slot < 0 || slot >= 32) die("loss slot %d out of range", slot);
@@ -363,6 +373,7 @@ void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, 
     // ds ping-pongs between ds0/ds1: `next` holds ds_{k+1}, `cur` receives ds_k
     void *next = m->ds0, *cur = m->ds1, *tmp;
     be->rmsnorm_bwd(next, GF(m, m->lay.norm), m->dy, m->s_final, m->rstd_final, PF(m, m->lay.norm), NULL, N, d->h);
+    if (m->grad_ready) m->grad_ready(m, m->lay.norm, (size_t)d->h);
     for (int l = d->L - 1; l >= 0; l--) {
         BlockActs *b = &m->blk[l];
         const LayerOffsets *w = &m->lay.layer[l];
@@ -372,8 +383,14 @@ void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, 
         kind_of(m, l)->bwd(m, l, B, T, next);
         be->rmsnorm_bwd(cur, GF(m, w->attn_norm), m->dy, b->s_attn, b->rstd_attn, PF(m, w->attn_norm), next, N, d->h);
         tmp = next; next = cur; cur = tmp;
+        if (m->grad_ready) {
+            size_t off, n;
+            layer_range(&m->lay, l, &off, &n);
+            m->grad_ready(m, off, n);
+        }
     }
     be->embedding_bwd(GF(m, m->lay.embeddings), next, m->ids, N, d->h, d->V);
+    if (m->grad_ready) m->grad_ready(m, m->lay.embeddings, (size_t)d->V * d->h); // tied: final only now
 }
 
 double model_read_loss_slots(Model *m, int nslots) {

@@ -56,6 +56,10 @@ typedef struct Model {
     void *score_y;          // [64, h] act: the scored rows of y_final, gathered
     size_t cap_N;           // rows the activations were allocated for (inference reuses them for fewer)
     unsigned acts_gen;      // bumped when the activations move (graphs recorded against them are stale)
+    // issue 19: called by the backward once parameter gradients [first_param_offset, +count) are final for this
+    // micro-batch (each block, the final norm, the tied embedding last); NULL: nobody listens
+    void (*grad_ready)(struct Model *m, size_t first_param_offset, size_t count);
+    void *grad_ready_ctx;
 } Model;
 
 // Recurrent inference state of B sequences: per block its kind's decode state (GDN: the conv windows and

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, check parity with FLA, benchmark, and
 # print a summary table last. Each stage logs to $OUT/<stage>.log and the run goes on past a failed stage.
-#   STAGES="build ops model fla train300m"  (default: all but dp, which needs 2 GPUs)   FLA_PATH=.fla (a copy of FLA's fla/ package)
+#   STAGES="build ops model fla train300m"  (default: all but dp and dist, which want 2+ GPUs)   FLA_PATH=.fla (a copy of FLA's fla/ package)
 #   FLA_STEPS=20  TRAIN_STEPS=50
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -125,6 +125,9 @@ if has dp; then # data parallel over the GPUs of this machine (NCCL): same globa
     echo "dp: skipped, $NG GPU(s) visible"
   fi
 fi
+if has dist; then # issue 19: NCCL through the backend's comm entries, torchrun, ZeRO-1, overlap; A/B at 1 GPU
+  STAGE_TIMEOUT=3000 stage dist bash tests/gpu/dist_check.sh
+fi
 if has train300m; then
   stage train300m ./gdn train --config configs/gdn-300m.yaml --train_data_path "$DATA" --data_order fla \
       --micro_batch_size 16 --global_batch_size 16 --train_iters "${TRAIN_STEPS:-50}" --lr_warmup_iters 5 \
@@ -143,7 +146,7 @@ printf "%-20s %s\n" stage result
 for k in build ops ops_bench model bench300m bench300m_ce8192 bench1b fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train \
          gdn_train_parity compare_fla train_short to_hf fla_logits_ours gdn_logits_ours compare_roundtrip decode_b1 decode_b16 \
          decode_nograph_b1 decode_nograph_b16 fla_decode_b1 fla_decode_b16 eval_arc_bs32 eval_arc_bsauto \
-         dp_w1 dp_w2 dp_compare \
+         dp_w1 dp_w2 dp_compare dist \
          greedy_cpu_fp32 greedy_cuda_fp32 greedy_cuda_bf16 greedy_same train300m; do
   [ -n "${RESULT[$k]:-}" ] && printf "%-20s %s\n" "$k" "${RESULT[$k]}"
 done

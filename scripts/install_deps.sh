@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gdn.c builds and tests with. Idempotent; a no-op when all are present.
 set -euo pipefail
-PKGS="build-essential libyaml-dev libcjson-dev libopenblas-dev libutf8proc-dev libzstd-dev libsnappy-dev zlib1g-dev libomp-dev libxxhash-dev python3-torch python3-numpy nodejs npm"
+PKGS="build-essential libyaml-dev libcjson-dev libopenblas-dev libutf8proc-dev libzstd-dev libsnappy-dev zlib1g-dev libomp-dev libxxhash-dev python3-torch python3-numpy nodejs npm libgloo-dev openmpi-bin"
 # gdn report: Cairo plots (found through pkg-config), the font they use, chromium for the page test
 PKGS="$PKGS pkg-config libcairo2-dev fonts-dejavu-core chromium"
 missing=""

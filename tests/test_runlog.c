@@ -40,7 +40,7 @@ int main(void) {
     int saved = dup(1);
     if (!freopen(out, "w", stdout)) return 1;
     RunLog *r = runlog_open(&c, 0, 1, 0, 1e6, 1e6);
-    for (int it = 1; it <= 4; it++) runlog_step(r, it, 5.0 - 0.5 * it, 1e-3, 0.5);
+    for (int it = 1; it <= 4; it++) runlog_step(r, it, 5.0 - 0.5 * it, 1e-3, 0.5, -1);
     runlog_valid(r, 2, "iteration 2", 3.0);
     runlog_valid(r, 4, "iteration 4 on validation set", 2.5);
     runlog_close(r, 4);
@@ -120,7 +120,7 @@ int main(void) {
     saved = dup(1);
     if (!freopen(out, "w", stdout)) return 1;
     r = runlog_open(&g, 0, 2, 1, 1e12, 1e12);
-    runlog_step(r, 1, 4.0, 1e-3, 0.5);
+    runlog_step(r, 1, 4.0, 1e-3, 0.5, -1);
     runlog_interval(r, 1, 1000.0, 4.0, 1e-3, 0.5);
     runlog_close(r, 1);
     fflush(stdout);

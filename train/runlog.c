@@ -90,13 +90,16 @@ RunLog *runlog_open(const Config *c, long it0, int world, int gpu, double flops_
     return r;
 }
 
-void runlog_step(RunLog *r, long it, double loss, double lr, double gnorm) {
+void runlog_step(RunLog *r, long it, double loss, double lr, double gnorm, double comm_ms) {
     if (!r) return;
     long long samples = (long long)it * r->c->global_batch_size;
     r->last_loss = loss;
     if (r->metrics) {
-        fprintf(r->metrics, "{\"iteration\": %ld, \"lm_loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"consumed_samples\": %lld}\n",
+        fprintf(r->metrics, "{\"iteration\": %ld, \"lm_loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"consumed_samples\": %lld",
                 it, loss, lr, gnorm, samples);
+        // collective time left after the backward (data parallel): loss sum, gradient reduction, grad norm
+        if (comm_ms >= 0) fprintf(r->metrics, ", \"comm_ms\": %.3f", comm_ms);
+        fprintf(r->metrics, "}\n");
         fflush(r->metrics);
     }
     if (r->tb) { // Megatron's training_log tags; the twins are stepped by consumed samples

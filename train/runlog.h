@@ -19,7 +19,7 @@ typedef struct RunLog RunLog;
 // make sense; flops_tok: model FLOPs per token (Megatron's basis, and the GDN-aware count). Dies on I/O errors.
 RunLog *runlog_open(const Config *c, long it0, int world, int gpu, double flops_tok, double flops_tok_gdn);
 // Every iteration: the JSONL row and TensorBoard's per-iteration tags.
-void runlog_step(RunLog *r, long it, double loss, double lr, double grad_norm);
+void runlog_step(RunLog *r, long it, double loss, double lr, double grad_norm, double comm_ms); // comm_ms < 0: not logged
 // At a log interval: the log line, the interval's JSONL row, iteration-time/throughput scalars, the report page.
 // ms: wall ms per iteration over the interval (checkpoint time excluded), loss_avg: mean over the interval.
 void runlog_interval(RunLog *r, long it, double ms, double loss_avg, double lr, double grad_norm);

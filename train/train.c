@@ -13,6 +13,8 @@
 #include "dist.h"
 #include "runlog.h"
 #include "schedule.h"
+#include "buckets.h"
+#include "zero.h"
 #include "train.h"
 
 // Megatron's transformer_flops basis (spec model.md §7 (a)): what Primus prints for the pure-GDN configs.
@@ -83,13 +85,25 @@ int cmd_train(int argc, char **argv) {
     if (!c.train_data_path[0]) die("train_data_path is not set (a Megatron .bin/.idx prefix; see gdn prepare)");
     // data parallel: from here on this is one of nproc_per_node ranks (the launcher waits in dist_launch)
     Dist dist;
-    dist_launch(&dist, c.nproc_per_node);
+    dist_launch(&dist, c.nproc_per_node, c.distributed_timeout_minutes);
     const int W = dist.world, R = dist.rank, lead = R == 0;
+    if (c.global_batch_size % ((long)c.micro_batch_size * W))
+        die("global_batch_size (%d) must be a multiple of micro_batch_size (%d) x %d data-parallel ranks",
+            c.global_batch_size, c.micro_batch_size, W);
 
     // ---- resume / finetune: model shape must match
     char iter_dir[1024] = "";
     if (c.load[0]) {
-        if (ckpt_resolve(c.load, iter_dir, sizeof iter_dir, err, sizeof err)) die("--load %s: %s", c.load, err);
+        if (ckpt_resolve(c.load, iter_dir, sizeof iter_dir, err, sizeof err)) {
+            // load == save without a checkpoint yet: the first attempt of a run its launcher may restart
+            char latest[1100];
+            snprintf(latest, sizeof latest, "%s/latest_checkpointed_iteration.txt", c.load);
+            if (strcmp(c.load, c.save) || file_exists(latest)) die("--load %s: %s", c.load, err);
+            if (lead) printf("gdn train: no checkpoint in %s yet: starting from scratch\n", c.load);
+            iter_dir[0] = 0;
+        }
+    }
+    if (iter_dir[0]) {
         Config saved;
         config_defaults(&saved);
         if (ckpt_read_config(iter_dir, &saved, err, sizeof err)) die("%s: %s", iter_dir, err);
@@ -118,6 +132,12 @@ int cmd_train(int argc, char **argv) {
         params_init(&m->lay, host, (uint64_t)c.seed);
     }
     model_set_params(m, host);
+    Zero zero = {0}; // ZeRO-1 (issue 19): shards the moments just loaded (or zero)
+    const int zero1 = c.use_distributed_optimizer && W > 1;
+    if (zero1) zero_init(&zero, m, &dist);
+    Buckets bk = {0}; // bucketed (and overlapped) gradient all-reduce
+    const int bucketed = W > 1 && !zero1 && (c.ddp_bucket_size > 0 || c.overlap_grad_reduce);
+    if (bucketed) buckets_init(&bk, m, &dist, c.ddp_bucket_size, c.overlap_grad_reduce);
 
     // ---- data
     IndexedDataset ds;
@@ -142,7 +162,8 @@ int cmd_train(int argc, char **argv) {
                "seq %d x micro-batch %d x %d micro-batches",
                gdn_version, count, m->d.L, m->d.h, m->d.H, m->d.HV, m->d.V, be->name, be->act_bytes == 2 ? " (bf16)" : " (fp32)", T,
                mbs, n_micro);
-        if (W > 1) printf(" x %d data-parallel ranks (%s)", W, dist.nccl ? "NCCL" : "shared memory");
+        if (W > 1) printf(" x %d data-parallel ranks (%s%s)", W, dist.nccl ? "NCCL" : dist.gloo ? "Gloo" : "shared memory",
+                          zero1 ? ", ZeRO-1" : "");
         printf("\n");
     }
     if (lead && iter_dir[0]) printf("gdn train: %s from %s at iteration %lld\n", c.finetune ? "finetuning" : "resuming", iter_dir, (long long)st.iteration);
@@ -163,14 +184,23 @@ int cmd_train(int argc, char **argv) {
         double loss_sum = 0;
         for (int mu = 0; mu < n_micro; mu++) {
             size_t o = (size_t)R * rank_tok + (size_t)mu * mbs * T;
+            if (bucketed && mu == n_micro - 1) buckets_arm(&bk); // the last micro-batch makes the grads final
             model_fwd_bwd(m, in + o, lab + o, mbs, T, (float)(1.0 / valid), mu % 32);
             if (mu % 32 == 31 || mu == n_micro - 1) loss_sum += model_read_loss_slots(m, mu % 32 + 1);
         }
         // ranks: sum the loss sums and the gradients (each rank's are of its tokens' losses / all valid tokens)
+        be->sync();
+        double t_comm0 = now_sec(); // the step's collectives left after the backward (the sync above)
+        if (bucketed) buckets_finish(&bk); // first: the communication thread is done before anything else talks
         dist_allreduce_host(&dist, &loss_sum, 1);
-        dist_allreduce_sum(&dist, m->grads, P);
+        double gnorm;
+        if (zero1) gnorm = zero_reduce_grads(&zero, m, &dist);
+        else {
+            if (!bucketed) dist_allreduce_sum(&dist, m->grads, P);
+            gnorm = model_grad_norm(m);
+        }
+        double comm_ms = (now_sec() - t_comm0) * 1e3;
         double loss = loss_sum / valid;
-        double gnorm = model_grad_norm(m);
         if (!isfinite(loss)) die("iteration %ld: loss is %f; stopping without saving a checkpoint", it, loss);
         if (!isfinite(gnorm)) die("iteration %ld: gradient norm is %f (NaN/Inf in gradients); stopping without saving", it, gnorm);
         float gscale = 1.0f;
@@ -178,10 +208,11 @@ int cmd_train(int argc, char **argv) {
             double coeff = c.clip_grad / (gnorm + 1e-6);
             if (coeff < 1.0) gscale = (float)coeff;
         }
-        model_adamw(m, (float)lr, (int)it, gscale);
+        if (zero1) zero_step(&zero, m, &dist, (float)lr, (int)it, gscale);
+        else model_adamw(m, (float)lr, (int)it, gscale);
         loss_acc += loss;
         n_acc++;
-        runlog_step(rl, it, loss, lr, gnorm);
+        runlog_step(rl, it, loss, lr, gnorm, W > 1 ? comm_ms : -1);
         it_done = it;
         if (lead && (it == it0 + 1 || it % c.log_interval == 0 || it == c.train_iters)) {
             be->sync();
@@ -198,6 +229,11 @@ int cmd_train(int argc, char **argv) {
             double t_save0 = now_sec();
             model_get_params(m, host);
             dist_check_same(&dist, hash_bytes(host, P * sizeof(float)), "the weights");
+            if (zero1) { // the shards of the moments go to every rank (rank 0 writes them)
+                float *hm = xmalloc(P * sizeof(float)), *hv = xmalloc(P * sizeof(float));
+                zero_get_optim(&zero, m, &dist, hm, hv);
+                free(hm); free(hv);
+            }
             t_saving += now_sec() - t_save0;
         }
         if (save_now && lead) {
@@ -205,7 +241,8 @@ int cmd_train(int argc, char **argv) {
             float *hm = xmalloc(P * sizeof(float)), *hv = xmalloc(P * sizeof(float));
             model_get_params(m, host);
             dist_check_same(&dist, hash_bytes(host, P * sizeof(float)), "the weights");
-            model_get_optim(m, hm, hv);
+            if (zero1) zero_get_optim(&zero, m, &dist, hm, hv); // whole, in model order: any world size resumes
+            else model_get_optim(m, hm, hv);
             CkptState s2 = st;
             s2.iteration = it;
             s2.consumed_samples = (int64_t)it * c.global_batch_size;
@@ -224,6 +261,8 @@ int cmd_train(int argc, char **argv) {
         }
     }
     dist_finish(&dist);
+    if (zero1) zero_free(&zero, m);
+    if (bucketed) buckets_free(&bk);
     runlog_close(rl, it_done);
     free(in); free(lab); free(host);
     sampler_free(smp);
