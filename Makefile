@@ -90,10 +90,20 @@ $(OBJ)/%.o: %.c
 # glibc's vector expf (libmvec) is offered to `omp simd` loops only under -ffast-math: this file only
 $(OBJ)/cpu/softmax_simd.o: CFLAGS += -ffast-math
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(OBJ)/%.o) $(patsubst %.cc,$(OBJ)/%.o,$(wildcard train/*.cc))
-# git describe, baked in (gdn --version, logs, checkpoints, reports); the file changes only when it does
-GDN_VERSION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
-LIB_OBJ  += $(OBJ)/version.o
+$(BUILD)/version.c: FORCE
+	@mkdir -p $(BUILD); printf 'const char gdn_version[] = "%s";\n' '$(GDN_VERSION)' > $@.tmp; \
+	  if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+$(OBJ)/version.o: $(BUILD)/version.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+.PHONY: FORCE
+FORCE:
+
+$(OBJ)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(OBJ)/cuda/stub.o: cuda/stub.c.in
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -x c -c $< -o $@
 
