@@ -53,6 +53,8 @@ static const struct { const char *key; double lo, hi; int open_lo; } ranges[] = 
     {"seed", 0, 2000000000, 0},               {"log_interval", 1, 2000000000, 0},
     {"save_interval", 0, 2000000000, 0},      {"exit_interval", 0, 2000000000, 0},
     {"eos_token_id", 0, (1 << 26) - 1, 0},    {"nproc_per_node", 1, 1024, 0},
+    // distributed (issue 19)
+    {"distributed_timeout_minutes", 0, 1e6, 1}, {"ddp_bucket_size", 0, 2000000000, 0},
 };
 
 int config_key_range(const char *key, double *lo, double *hi, int *open_lo) {
