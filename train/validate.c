@@ -68,7 +68,7 @@ void validate_report(const char *prefix, int split, long it, int final, const Ev
     if (!metrics) return;
     const char *s = set_name[split];
     fprintf(metrics,
-            "{\"iteration\": %ld, \"eval\": \"%s\", \"%s_loss\": %.9g, \"%s_ppl\": %.9g, \"%s_tokens\": %.0f, "
+            "{\"iteration\": %ld, \"eval\": \"%s\", \"%s_loss\": %.17g, \"%s_ppl\": %.9g, \"%s_tokens\": %.0f, "
             "\"%s_first_sample\": %llu, \"%s_samples\": %llu, \"eval_seconds\": %.3f, \"final\": %s}\n",
             it, s, s, r->loss, s, r->ppl, s, r->tokens, s, (unsigned long long)r->first, s,
             (unsigned long long)r->count, r->seconds, final ? "true" : "false");
