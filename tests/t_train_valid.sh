@@ -5,6 +5,7 @@
 # counter is in the checkpoint); eval_same_samples re-reads the first items; 2 ranks give the 1-rank mean.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=1 # a tiny model: threads only contend on a loaded machine
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 /usr/bin/python3 tests/ref/make_dataset.py "$tmp/A" 30000 500 3
 /usr/bin/python3 tests/ref/make_dataset.py "$tmp/B" 20000 500 4
