@@ -89,10 +89,11 @@ int cmd_train(int argc, char **argv) {
     char err[ERR_LEN];
     if (config_validate(&c, err, sizeof err)) die("%s", err);
     if (!c.train_data_path[0] && !c.data_path[0]) die("train_data_path is not set (a Megatron .bin/.idx prefix; see gdn prepare)");
-    stop_install(&c); // issue 18: graceful stops (before the ranks fork: they inherit it)
+    stop_prepare(&c); // issue 18: graceful stops (the start time, before the ranks fork)
     // data parallel: from here on this is one of nproc_per_node ranks (the launcher waits in dist_launch)
     Dist dist;
     dist_launch(&dist, c.nproc_per_node);
+    stop_install(&c);
     const int W = dist.world, R = dist.rank, lead = R == 0;
 
     // ---- resume / finetune: model shape must match
