@@ -159,6 +159,7 @@ int cmd_train(int argc, char **argv) {
         if (W > 1) printf(" x %d data-parallel ranks (%s)", W, dist.nccl ? "NCCL" : "shared memory");
         printf("\n");
     }
+    if (lead && (c.data_path[0] || c.valid_data_path[0] || c.test_data_path[0] || strchr(c.train_data_path, ' '))) datasets_describe(data, stdout);
     if (lead && iter_dir[0]) printf("gdn train: %s from %s at iteration %lld\n", c.finetune ? "finetuning" : "resuming", iter_dir, (long long)st.iteration);
     fflush(stdout);
 
