@@ -60,8 +60,8 @@ kills=0; warned=0; runs=0
 while [ $runs -lt 12 ]; do
   runs=$((runs + 1))
   "${loop[@]}" > "$tmp/loop$runs.log" 2>&1 & pid=$!
-  if [ $runs -le 5 ]; then # the first kill lands before any checkpoint (empty dir), later ones mid-training
-    if [ $runs = 1 ]; then sleep 0.3; else wait_for "$tmp/loop$runs.log" "iteration"; sleep "0.$((RANDOM % 4))$((RANDOM % 10))"; fi
+  if [ $runs -le 4 ]; then # the first kill lands before any checkpoint (empty dir), later ones after a save
+    if [ $runs = 1 ]; then sleep 0.3; else wait_for "$tmp/loop$runs.log" "saved checkpoint"; sleep "0.$((RANDOM % 3))$((RANDOM % 10))"; fi
     kill -9 $pid 2>/dev/null && kills=$((kills + 1))
   fi
   rc=0; wait $pid || rc=$?; pid=

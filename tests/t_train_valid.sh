@@ -18,6 +18,7 @@ common=(--config configs/tiny.yaml --vocab_size 500 --data_path "2 $tmp/A 1 $tmp
 ./gdn train "${common[@]}" --save "$tmp/b" --load "$tmp/b" > "$tmp/b2.log"
 ./gdn train "${common[@]}" --save "$tmp/s" --eval_same_samples true > "$tmp/s.log"
 ./gdn train "${common[@]}" --save "$tmp/w2" --nproc_per_node 2 > "$tmp/w2.log"
+./gdn train "${common[@]}" --save "$tmp/n" --eval_iters 0 > "$tmp/n.log" # no validation: the same training
 grep -q "^ validation loss at iteration 3 | lm loss value: .* | lm loss PPL: .* | $" "$tmp/a.log"
 grep -q "^ validation loss at iteration 8 on validation set | lm loss value" "$tmp/a.log"
 grep -q "^ validation loss at iteration 8 on test set | lm loss value" "$tmp/a.log"
@@ -25,7 +26,13 @@ grep -q "^Evaluating on 8 samples" "$tmp/a.log"
 if grep -q "on validation set" "$tmp/b1.log"; then echo "a stopped run must not run the end-of-training evaluation"; exit 1; fi
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, math, re, subprocess, sys
+sys.path.insert(0, 'tests/ref')
+from st import tensors_raw as tensors
 tmp = sys.argv[1]
+train = lambda d: [(r['iteration'], r['lm_loss']) for r in map(json.loads, open(f'{tmp}/{d}/metrics.jsonl')) if 'lm_loss' in r]
+assert train('a') == train('n') and len(train('a')) == 8, (train('a'), train('n'))
+ta, tn = tensors(f'{tmp}/a/iter_0000008/model.safetensors'), tensors(f'{tmp}/n/iter_0000008/model.safetensors')
+assert ta.keys() == tn.keys() and not [k for k in ta if ta[k] != tn[k]]  # validation leaves training untouched
 def rows(d):
     return [r for r in map(json.loads, open(f'{tmp}/{d}/metrics.jsonl')) if 'eval' in r]
 a = rows('a')
@@ -55,6 +62,6 @@ assert s[0]['valid_loss'] == a[0]['valid_loss'] and s[1]['valid_loss'] != a[1]['
 w2 = rows('w2')
 worst = max(abs(x[x['eval'] + '_loss'] - y[y['eval'] + '_loss']) / y[y['eval'] + '_loss'] for x, y in zip(w2, a))
 assert len(w2) == len(a) and worst <= 2e-6, (worst, w2, a)
-print(f'{len(a)} evaluations equal gdn score bit for bit; resumed run identical; 2 ranks within {worst:.1e}; '
+print(f'{len(a)} evaluations equal gdn score bit for bit; training with and without validation identical; resumed run identical; 2 ranks within {worst:.1e}; '
       f'eval seconds {[r["eval_seconds"] for r in a]}')
 PY

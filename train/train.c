@@ -134,7 +134,6 @@ int cmd_train(int argc, char **argv) {
     // ---- data: the train/valid/test sets of the blend and split (data/blend.c)
     Datasets *data = datasets_open(&c, err, sizeof err);
     if (!data) die("%s", err);
-    int do_valid = c.eval_iters > 0 && datasets_has(data, SPLIT_VALID), do_test = c.eval_iters > 0 && datasets_has(data, SPLIT_TEST);
     // Megatron's fallback for checkpoints without the counter: every evaluation so far read fresh samples
     uint64_t consumed_valid = st.consumed_valid_samples >= 0 ? (uint64_t)st.consumed_valid_samples
                               : c.eval_interval > 0 ? (uint64_t)(st.iteration / c.eval_interval) * c.eval_iters * c.global_batch_size : 0;
@@ -227,14 +226,8 @@ int cmd_train(int argc, char **argv) {
             t_saving = 0;
             last_logged = it;
         }
-        if (do_valid && c.eval_interval > 0 && it % c.eval_interval == 0) { // issue 18: validation, then the stop checks
-            EvalResult ev;
-            validate_run(m, &dist, &c, data, SPLIT_VALID, &consumed_valid, &ev);
-            char prefix[64];
-            snprintf(prefix, sizeof prefix, "iteration %ld", it);
-            if (lead) validate_report(prefix, SPLIT_VALID, it, 0, &ev, metrics);
-            t_saving += ev.seconds; // evaluation time is not step time
-        }
+        // issue 18: validation at eval_interval (its time is not step time), then the stop checks
+        t_saving += validate_interval(m, &dist, &c, data, it, &consumed_valid, lead ? metrics : NULL, lead);
         int stop = it < c.train_iters ? stop_check(&dist, &c) : STOP_NONE;
         int exit_now = stop || (c.exit_interval > 0 && it % c.exit_interval == 0 && it < c.train_iters);
         int save_now = c.save[0] && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.train_iters || exit_now);
@@ -269,18 +262,7 @@ int cmd_train(int argc, char **argv) {
             break;
         }
     }
-    // end of training (not after a stop): Megatron's validation and test evaluations
-    for (int k = 0; !stopped && it0 < c.train_iters && k < 2; k++) {
-        int split = k ? SPLIT_TEST : SPLIT_VALID;
-        if (!(k ? do_test : do_valid)) continue;
-        uint64_t consumed_test = 0;
-        EvalResult ev;
-        if (lead) printf("Evaluating on %lld samples\n", (long long)c.eval_iters * c.global_batch_size);
-        validate_run(m, &dist, &c, data, split, k ? &consumed_test : &consumed_valid, &ev);
-        char prefix[96];
-        snprintf(prefix, sizeof prefix, "iteration %d on %s set", c.train_iters, k ? "test" : "validation");
-        if (lead) validate_report(prefix, split, c.train_iters, 1, &ev, metrics);
-    }
+    if (!stopped && it0 < c.train_iters) validate_at_end(m, &dist, &c, data, &consumed_valid, lead ? metrics : NULL, lead);
     dist_finish(&dist);
     if (metrics) fclose(metrics);
     free(in); free(lab); free(host);

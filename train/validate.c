@@ -75,6 +75,31 @@ void validate_report(const char *prefix, int split, long it, int final, const Ev
     fflush(metrics);
 }
 
+double validate_interval(Model *m, Dist *dist, const Config *c, Datasets *d, long it, uint64_t *consumed, FILE *metrics,
+                         int lead) {
+    if (c->eval_iters <= 0 || c->eval_interval <= 0 || it % c->eval_interval || !datasets_has(d, SPLIT_VALID)) return 0;
+    EvalResult ev;
+    validate_run(m, dist, c, d, SPLIT_VALID, consumed, &ev);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "iteration %ld", it);
+    if (lead) validate_report(prefix, SPLIT_VALID, it, 0, &ev, metrics);
+    return ev.seconds;
+}
+
+void validate_at_end(Model *m, Dist *dist, const Config *c, Datasets *d, uint64_t *consumed, FILE *metrics, int lead) {
+    for (int k = 0; k < 2 && c->eval_iters > 0; k++) {
+        int split = k ? SPLIT_TEST : SPLIT_VALID;
+        if (!datasets_has(d, split)) continue;
+        uint64_t consumed_test = 0; // the test loader starts at 0
+        EvalResult ev;
+        if (lead) printf("Evaluating on %lld samples\n", (long long)c->eval_iters * c->global_batch_size);
+        validate_run(m, dist, c, d, split, k ? &consumed_test : consumed, &ev);
+        char prefix[96];
+        snprintf(prefix, sizeof prefix, "iteration %d on %s set", c->train_iters, k ? "test" : "validation");
+        if (lead) validate_report(prefix, split, c->train_iters, 1, &ev, metrics);
+    }
+}
+
 void validate_items(Model *m, const Config *c, Datasets *d, int split, uint64_t first, uint64_t count, int mbs,
                     double *sum, double *tokens) {
     int T = c->seq_length;

@@ -18,6 +18,12 @@ typedef struct {
 // Evaluates eval_iters global batches of `split` from item *consumed on (each rank its share, as in
 // training); *consumed advances by eval_iters * gbs unless eval_same_samples.
 void validate_run(Model *m, Dist *dist, const Config *c, Datasets *d, int split, uint64_t *consumed, EvalResult *r);
+// The hooks of the training loop. After iteration `it`: validates when eval_interval divides it and there is a
+// valid set; returns the seconds spent. At the end of training (not after a stop): the valid, then the test set.
+// metrics: the lead rank's file (NULL elsewhere); lead prints.
+double validate_interval(Model *m, Dist *dist, const Config *c, Datasets *d, long it, uint64_t *consumed, FILE *metrics,
+                         int lead);
+void validate_at_end(Model *m, Dist *dist, const Config *c, Datasets *d, uint64_t *consumed, FILE *metrics, int lead);
 // Megatron's lines (lead rank) and one metrics row: {"iteration": N, "eval": "valid"|"test", "<set>_loss": L,
 // "<set>_ppl": P, "<set>_tokens": n, "<set>_first_sample": a, "<set>_samples": k, "eval_seconds": s, "final": b}.
 void validate_report(const char *prefix, int split, long it, int final, const EvalResult *r, FILE *metrics);
