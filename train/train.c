@@ -4,18 +4,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../data/indexed.h"
+#include "../data/blend.h"
 #include "../data/sampler.h"
 #include "../io/checkpoint.h"
 #include "../model/gdn.h"
 #include "../util/common.h"
 #include "../util/version.h"
 #include "dist.h"
+#include "buckets.h"
+#include "restart.h"
 #include "runlog.h"
 #include "schedule.h"
-#include "buckets.h"
+#include "signals.h"
 #include "zero.h"
 #include "train.h"
+#include "validate.h"
 
 // Megatron's transformer_flops basis (spec model.md §7 (a)): what Primus prints for the pure-GDN configs.
 double flops_per_token_megatron(const Config *c) {
@@ -61,14 +64,14 @@ static void train_help(void) {
 
 // All samples of one optimizer step, every rank's: [world][n_micro][mbs][T] inputs and labels (each rank
 // trains on its own [n_micro][mbs][T] block; all of them count the step's target tokens).
-static void fetch_step(Sampler *s, const Config *c, int world, long step, int32_t *in, int32_t *lab) {
+static void fetch_step(Datasets *d, const Config *c, int world, long step, int32_t *in, int32_t *lab) {
     int mbs = c->micro_batch_size, T = c->seq_length, n_micro = c->global_batch_size / (mbs * world);
     for (int r = 0; r < world; r++)
     for (int mu = 0; mu < n_micro; mu++)
         for (int j = 0; j < mbs; j++) {
-            uint64_t g = sampler_position(s, (uint64_t)step, mu, r, j, mbs, world, c->global_batch_size);
+            uint64_t g = sampler_position(NULL, (uint64_t)step, mu, r, j, mbs, world, c->global_batch_size);
             size_t o = (((size_t)r * n_micro + mu) * mbs + j) * T;
-            sampler_get(s, g, in + o, lab + o);
+            datasets_get(d, SPLIT_TRAIN, g, in + o, lab + o);
             if (!strcmp(c->data_order, "fla")) // FLA's collator: labels equal to the pad (= EOS) token are ignored
                 for (int t = 0; t < T; t++)
                     if (lab[o + t] == c->eos_token_id) lab[o + t] = -1;
@@ -82,10 +85,12 @@ int cmd_train(int argc, char **argv) {
     if (argc > 1) die("unknown argument '%s' (gdn train --help lists the keys)", argv[1]);
     char err[ERR_LEN];
     if (config_validate(&c, err, sizeof err)) die("%s", err);
-    if (!c.train_data_path[0]) die("train_data_path is not set (a Megatron .bin/.idx prefix; see gdn prepare)");
+    if (!c.train_data_path[0] && !c.data_path[0]) die("train_data_path is not set (a Megatron .bin/.idx prefix; see gdn prepare)");
+    stop_prepare(&c); // issue 18: graceful stops (the start time, before the ranks fork)
     // data parallel: from here on this is one of nproc_per_node ranks (the launcher waits in dist_launch)
     Dist dist;
     dist_launch(&dist, c.nproc_per_node, c.distributed_timeout_minutes);
+    stop_install(&c);
     const int W = dist.world, R = dist.rank, lead = R == 0;
     if (c.global_batch_size % ((long)c.micro_batch_size * W))
         die("global_batch_size (%d) must be a multiple of micro_batch_size (%d) x %d data-parallel ranks",
@@ -93,17 +98,10 @@ int cmd_train(int argc, char **argv) {
 
     // ---- resume / finetune: model shape must match
     char iter_dir[1024] = "";
-    if (c.load[0]) {
-        if (ckpt_resolve(c.load, iter_dir, sizeof iter_dir, err, sizeof err)) {
-            // load == save without a checkpoint yet: the first attempt of a run its launcher may restart
-            char latest[1100];
-            snprintf(latest, sizeof latest, "%s/latest_checkpointed_iteration.txt", c.load);
-            if (strcmp(c.load, c.save) || file_exists(latest)) die("--load %s: %s", c.load, err);
-            if (lead) printf("gdn train: no checkpoint in %s yet: starting from scratch\n", c.load);
-            iter_dir[0] = 0;
-        }
-    }
-    if (iter_dir[0]) {
+    int loading = restart_have_checkpoint(&c, lead); // --load DIR without a checkpoint: start from random
+    restart_check_save(&c, loading);
+    if (loading) {
+        if (ckpt_resolve(c.load, iter_dir, sizeof iter_dir, err, sizeof err)) die("--load %s: %s", c.load, err);
         Config saved;
         config_defaults(&saved);
         if (ckpt_read_config(iter_dir, &saved, err, sizeof err)) die("%s: %s", iter_dir, err);
@@ -139,13 +137,12 @@ int cmd_train(int argc, char **argv) {
     const int bucketed = W > 1 && !zero1 && (c.ddp_bucket_size > 0 || c.overlap_grad_reduce);
     if (bucketed) buckets_init(&bk, m, &dist, c.ddp_bucket_size, c.overlap_grad_reduce);
 
-    // ---- data
-    IndexedDataset ds;
-    if (indexed_open(&ds, c.train_data_path, err, sizeof err)) die("%s", err);
-    uint64_t num_samples = (uint64_t)c.train_iters * c.global_batch_size;
-    SampleOrder order = !strcmp(c.data_order, "fla") ? ORDER_FLA : ORDER_MEGATRON;
-    Sampler *smp = sampler_open(&ds, order, c.seq_length, num_samples, (uint64_t)c.seed, err, sizeof err);
-    if (!smp) die("%s: %s", c.train_data_path, err);
+    // ---- data: the train/valid/test sets of the blend and split (data/blend.c)
+    Datasets *data = datasets_open(&c, err, sizeof err);
+    if (!data) die("%s", err);
+    // Megatron's fallback for checkpoints without the counter: every evaluation so far read fresh samples
+    uint64_t consumed_valid = st.consumed_valid_samples >= 0 ? (uint64_t)st.consumed_valid_samples
+                              : c.eval_interval > 0 ? (uint64_t)(st.iteration / c.eval_interval) * c.eval_iters * c.global_batch_size : 0;
 
     // ---- output
     if (lead && c.save[0] && mkdir_p(c.save)) die("cannot create save directory %s", c.save);
@@ -166,6 +163,7 @@ int cmd_train(int argc, char **argv) {
                           zero1 ? ", ZeRO-1" : "");
         printf("\n");
     }
+    if (lead && (c.data_path[0] || c.valid_data_path[0] || c.test_data_path[0] || strchr(c.train_data_path, ' '))) datasets_describe(data, stdout);
     if (lead && iter_dir[0]) printf("gdn train: %s from %s at iteration %lld\n", c.finetune ? "finetuning" : "resuming", iter_dir, (long long)st.iteration);
     fflush(stdout);
 
@@ -174,9 +172,10 @@ int cmd_train(int argc, char **argv) {
     double t_last = now_sec(), t_saving = 0, loss_acc = 0;
     int n_acc = 0;
     long it0 = st.iteration, last_logged = it0, it_done = it0;
+    int stopped = 0;
     for (long it = it0 + 1; it <= c.train_iters; it++) {
         double lr = lr_at(&c, it - 1);
-        fetch_step(smp, &c, W, it - 1, in, lab);
+        fetch_step(data, &c, W, it - 1, in, lab);
         long valid = 0;
         for (size_t i = 0; i < ntok; i++) valid += lab[i] >= 0;
         if (valid == 0) die("iteration %ld: the global batch has no target tokens", it);
@@ -223,7 +222,10 @@ int cmd_train(int argc, char **argv) {
             t_saving = 0;
             last_logged = it;
         }
-        int exit_now = c.exit_interval > 0 && it % c.exit_interval == 0 && it < c.train_iters;
+        // issue 18: validation at eval_interval (its time is not step time), then the stop checks
+        t_saving += validate_interval(m, &dist, &c, data, it, &consumed_valid, rl, lead);
+        int stop = it < c.train_iters ? stop_check(&dist, &c) : STOP_NONE;
+        int exit_now = stop || (c.exit_interval > 0 && it % c.exit_interval == 0 && it < c.train_iters);
         int save_now = c.save[0] && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.train_iters || exit_now);
         if (save_now && !lead && W > 1) { // the replicas must still be identical: rank 0 writes for all
             double t_save0 = now_sec();
@@ -246,6 +248,7 @@ int cmd_train(int argc, char **argv) {
             CkptState s2 = st;
             s2.iteration = it;
             s2.consumed_samples = (int64_t)it * c.global_batch_size;
+            s2.consumed_valid_samples = (int64_t)consumed_valid;
             if (ckpt_save(c.save, &c, &m->lay, host, hm, hv, &s2, err, sizeof err)) die("saving checkpoint: %s", err);
             printf("gdn train: saved checkpoint %s/iter_%07ld\n", c.save, it);
             char ck[1100];
@@ -256,17 +259,21 @@ int cmd_train(int argc, char **argv) {
             t_saving += now_sec() - t_save0;
         }
         if (exit_now) {
-            if (lead) printf("gdn train: exit_interval reached at iteration %ld\n", it);
+            if (lead && stop == STOP_SIGNAL) printf("gdn train: exiting program after receiving signal %d (%s) at iteration %ld\n", stop_signal(), stop_signal() == 2 ? "SIGINT" : "SIGTERM", it);
+            else if (lead && stop == STOP_DURATION) printf("gdn train: exiting program after %.2f minutes (exit_duration_in_mins %g) at iteration %ld\n", stop_minutes(), c.exit_duration_in_mins, it);
+            else if (lead) printf("gdn train: exit_interval reached at iteration %ld\n", it);
+            fflush(stdout);
+            stopped = 1;
             break;
         }
     }
+    if (!stopped && it0 < c.train_iters) validate_at_end(m, &dist, &c, data, &consumed_valid, rl, lead);
     dist_finish(&dist);
     if (zero1) zero_free(&zero, m);
     if (bucketed) buckets_free(&bk);
     runlog_close(rl, it_done);
     free(in); free(lab); free(host);
-    sampler_free(smp);
-    indexed_close(&ds);
+    datasets_free(data);
     model_free(m);
     return 0;
 }
