@@ -54,6 +54,9 @@ static const struct { const char *key; double lo, hi; int open_lo; } ranges[] = 
     {"eos_token_id", 0, (1 << 26) - 1, 0},    {"nproc_per_node", 1, 1024, 0},
     // distributed (issue 19)
     {"distributed_timeout_minutes", 0, 1e6, 1}, {"ddp_bucket_size", 0, 2000000000, 0},
+    // blends, validation, stops (issue 18)
+    {"mid_level_dataset_surplus", 0, 10, 0},  {"eval_interval", 0, 2000000000, 0},
+    {"eval_iters", 0, 2000000000, 0},         {"exit_duration_in_mins", 0, 1e9, 0},
 };
 
 int config_key_range(const char *key, double *lo, double *hi, int *open_lo) {
