@@ -12,8 +12,8 @@ of the fla/ package carried to the machine). Subcommands:
                               gdn's sampler); prints a JSON line per step and the steady-state step time.
                               Options: --mbs --lr --min-lr --warmup --decay (schedule), --valid PREFIX
                               --eval-interval K --valid-samples M (validation loss every K steps and at the
-                              end over the first M consecutive windows of the held-out stream, as `gdn score`
-                              reads them), --log FILE (the JSON lines, also trainer_state.json beside it in
+                              end over items 0..M-1 of the held-out chunks in FLA's order, as gdn train's
+                              validation with eval_same_samples reads them), --log FILE (the JSON lines, also trainer_state.json beside it in
                               HF Trainer's log_history form), --save DIR (the trained model, save_pretrained),
                               --warmup-step (one untimed forward/backward first: Triton autotunes there)
   logits HF_DIR IDS_FILE OUT  fp32 logits of one sequence (FLA's fused_recurrent path, no TF32) to OUT (.npy)
@@ -84,28 +84,22 @@ def cmd_init(out):
     print('saved', out, sum(p.numel() for p in model.parameters()), 'parameters')
 
 
-def read_stream(prefix):
-    """All tokens of a .bin/.idx prefix as one int32 stream (the int32 .bin of a 128k vocabulary)."""
-    return np.fromfile(prefix + '.bin', dtype=np.int32)
-
-
-def valid_loss(model, stream, T, nwin, mbs):
-    """Token-weighted mean loss over the first nwin windows inputs stream[kT, kT+T), labels shifted by one
-    (the next window's first token included), i.e. exactly the samples `gdn score --seq-length T` reads."""
-    total, count = 0.0, 0
+def valid_loss(model, chunks, order, count, mbs):
+    """Token-weighted mean loss over validation items 0..count-1 in FLA's order of the held-out chunks, each
+    chunk's labels shifted inside it (last position unscored): what `gdn train` computes at every eval_interval
+    with data_order fla and eval_same_samples, and `gdn score --set valid` after it."""
+    total, tokens = 0.0, 0
     model.eval()
     with torch.no_grad(), torch.autocast('cuda', dtype=torch.bfloat16):
-        for s0 in range(0, nwin, mbs):
-            ks = range(s0, min(nwin, s0 + mbs))
-            x = torch.from_numpy(np.stack([stream[k * T:k * T + T] for k in ks]).astype(np.int64)).cuda()
-            y = torch.from_numpy(np.stack([stream[k * T + 1:k * T + T + 1] for k in ks]).astype(np.int64)).cuda()
-            h = model.model(input_ids=x).last_hidden_state
-            for r in range(h.shape[0]):  # one row of [T, vocab] fp32 logits at a time
-                logits = model.lm_head(h[r]).float()
-                total += torch.nn.functional.cross_entropy(logits, y[r], reduction='sum').item()
-                count += T
+        for s0 in range(0, count, mbs):
+            x = torch.from_numpy(np.stack([chunks[order(g)] for g in range(s0, min(count, s0 + mbs))]).astype(np.int64)).cuda()
+            h = model.model(input_ids=x, use_cache=False).last_hidden_state
+            for r in range(h.shape[0]):  # one row of [T-1, vocab] fp32 logits at a time
+                logits = model.lm_head(h[r, :-1]).float()
+                total += torch.nn.functional.cross_entropy(logits, x[r, 1:], reduction='sum').item()
+                tokens += x.shape[1] - 1
     model.train()
-    return total / count
+    return total / tokens
 
 
 def cmd_train(hf, data, steps, mbs=16, lr=2e-4, min_lr=2e-5, warm=2, decay=0, valid=None, eval_interval=0,
@@ -118,13 +112,11 @@ def cmd_train(hf, data, steps, mbs=16, lr=2e-4, min_lr=2e-5, warm=2, decay=0, va
     def chunk_at(g):
         return chunks[order(g)]
 
-    vstream, nwin = None, 0
+    vchunks, vorder, nvalid = None, None, 0
     if valid:
-        vstream = read_stream(valid)
-        nwin = (len(vstream) - 1) // T
-        if valid_samples > 0:
-            nwin = min(nwin, valid_samples)
-        assert nwin > 0, f'{valid}: fewer than {T + 1} tokens'
+        vchunks = read_dataset(valid)
+        vorder = FlaOrder(vchunks.shape[0], 42)
+        nvalid = min(vchunks.shape[0], valid_samples) if valid_samples > 0 else vchunks.shape[0]
     model = GatedDeltaNetForCausalLM.from_pretrained(hf, torch_dtype=torch.float32).cuda()
     decay_p = [p for n, p in model.named_parameters() if p.dim() > 1]
     plain = [p for n, p in model.named_parameters() if p.dim() <= 1]
@@ -149,15 +141,15 @@ def cmd_train(hf, data, steps, mbs=16, lr=2e-4, min_lr=2e-5, warm=2, decay=0, va
         with torch.autocast('cuda', dtype=torch.bfloat16):
             model(input_ids=ids, labels=ids).loss.backward()
         opt.zero_grad(set_to_none=True)
-        if vstream is not None:
-            valid_loss(model, vstream, T, min(nwin, mbs), mbs)
+        if vchunks is not None:
+            valid_loss(model, vchunks, vorder, min(nvalid, mbs), mbs)
         torch.cuda.synchronize()
         emit({'warmup_s': time.time() - t0})
 
     def evaluate(it):
         t0 = time.time()
-        v = valid_loss(model, vstream, T, nwin, mbs)
-        emit({'iteration': it, 'valid_loss': v, 'valid_ppl': math.exp(min(v, 50)), 'valid_samples': nwin,
+        v = valid_loss(model, vchunks, vorder, nvalid, mbs)
+        emit({'iteration': it, 'valid_loss': v, 'valid_ppl': math.exp(min(v, 20)), 'valid_samples': nvalid,
               'valid_s': time.time() - t0})
         history.append({'step': it, 'eval_loss': v, 'epoch': it * mbs / N})
 
@@ -178,21 +170,24 @@ def cmd_train(hf, data, steps, mbs=16, lr=2e-4, min_lr=2e-5, warm=2, decay=0, va
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         times.append(time.time() - t0)
-        row = {'iteration': t + 1, 'lm_loss': loss.item(), 'lr': step_lr, 'grad_norm': gn.item(), 'ms': times[-1] * 1e3}
+        row = {'iteration': t + 1, 'lm_loss': loss.item(), 'lr': step_lr, 'grad_norm': gn.item(),
+               'ms_per_iter': times[-1] * 1e3, 'tokens_per_s': mbs * T / times[-1]}
         emit(row)
         history.append({'step': t + 1, 'loss': row['lm_loss'], 'grad_norm': row['grad_norm'], 'learning_rate': step_lr,
                         'epoch': (t + 1) * mbs / N, 'throughput': mbs * T / times[-1]})
-        if vstream is not None and eval_interval > 0 and (t + 1) % eval_interval == 0 and t + 1 < steps:
+        if vchunks is not None and eval_interval > 0 and (t + 1) % eval_interval == 0 and t + 1 < steps:
             evaluate(t + 1)
-    if vstream is not None:
+    if vchunks is not None:
         evaluate(steps)
     wall = time.time() - t_start
     steady = times[3:] if len(times) > 5 else times
     ms = 1e3 * sum(steady) / len(steady)
     emit({'fla_ms_per_step': ms, 'fla_tokens_per_s': mbs * T / (ms / 1e3), 'wall_s': wall,
           'peak_mem_gib': torch.cuda.max_memory_allocated() / 2**30})
+    history.append({'step': steps, 'train_runtime': wall, 'train_tokens_per_s': mbs * T / (ms / 1e3)})
     if logf:
         logf.close()
+        logf = None
         state = {'global_step': steps, 'max_steps': steps, 'train_batch_size': mbs, 'log_history': history}
         with open(os.path.join(os.path.dirname(os.path.abspath(log)), 'trainer_state.json'), 'w') as f:
             json.dump(state, f, indent=1)
@@ -246,7 +241,7 @@ def cmd_score_requests(req_log, out, hfs, max_tokens=65536):
                 tk = reqs[i]['tokens'][:-1]
                 x[r, :len(tk)] = torch.tensor(tk)
             with torch.no_grad():
-                logits = model(input_ids=x.cuda()).logits
+                logits = model(input_ids=x.cuda(), use_cache=False).logits
             for r, i in enumerate(group):
                 q = reqs[i]
                 n, m = len(q['tokens']) - 1, q['cont_len']

@@ -80,7 +80,11 @@ has_key() { grep -qE "^  $1 " <<< "$HELP"; }
 MISSING=()
 VALID_B=() VALID_A=() TB=()
 if has_key eval_interval && has_key eval_iters && has_key valid_data_path; then
-  VALID_B=(--valid_data_path "$W/data/optB_valid" --eval_interval "$EVAL_INTERVAL" --eval_iters "$EVAL_ITERS")
+  # the same held-out items at every evaluation (FLA's side scores those): one epoch of FLA chunks must hold them
+  if has_key eval_same_samples; then VALID_B=(--valid_data_path "$W/data/optB_valid" --eval_interval "$EVAL_INTERVAL"
+      --eval_iters "$EVAL_ITERS" --eval_same_samples true)
+  else VALID_B=(--valid_data_path "$W/data/optB_valid" --eval_interval "$STEPS" --eval_iters "$EVAL_ITERS")
+    MISSING+=("eval_same_samples: validation only at the end (issue 18)"); fi
 else MISSING+=("validation during training: gdn train has no eval_interval/eval_iters/valid_data_path (issue 18, branch i18-train)"); fi
 if has_key eval_interval && has_key split; then
   VALID_A=(--split 95,5,0 --eval_interval "$A_STEPS" --eval_iters 1)
@@ -127,9 +131,15 @@ stage train 300 ./gdn train "${COMMON[@]}" "${INIT[@]}" --train_data_path "$W/da
     --train_iters "$STEPS" --lr_warmup_iters "$WARMUP" --log_interval "$LOG_INTERVAL" "${VALID_B[@]}" "${TB[@]}" \
     --metrics_file "$W/gdn_metrics.jsonl" --save "$W/ckpt"
 GDN_WALL=$(( $(date +%s) - t0 ))
-if ok train; then
-  stage score_valid 120 ./gdn score --load "$W/ckpt" --data "$W/data/optB_valid" --seq-length "$SEQ" \
-      --max-samples "$VALID_SAMPLES" --micro-batch-size "$MBS" --device "$DEV"
+SCORE_ITEMS=()
+if ok train; then # the final validation again, from the saved checkpoint: the run's valid items when it has them
+  if [ ${#VALID_B[@]} -gt 0 ] && ./gdn score --help 2>&1 | grep -q -- '--set'; then
+    SCORE_ITEMS=(--score-items)
+    stage score_valid 120 ./gdn score --load "$W/ckpt" --set valid --max-samples "$VALID_SAMPLES" --micro-batch-size "$MBS" --device "$DEV"
+  else
+    stage score_valid 120 ./gdn score --load "$W/ckpt" --data "$W/data/optB_valid" --seq-length "$SEQ" \
+        --max-samples "$VALID_SAMPLES" --micro-batch-size "$MBS" --device "$DEV"
+  fi
 fi
 
 # ---- 4: FLA trains the same steps
@@ -143,15 +153,15 @@ else skip fla_train "$(why_no_fla)"; fi
 if [ -f "$W/gdn_metrics.jsonl" ]; then
   FLA_ARG=(); [ -f "$FLA_LOG" ] && FLA_ARG=(--fla "$FLA_LOG")
   stage compare_train 60 "$PY" scripts/recipe_tools.py compare-train --gdn "$W/gdn_metrics.jsonl" "${FLA_ARG[@]}" \
-      --gdn-score "$LOGS/score_valid.log" --gdn-wall "$GDN_WALL" --steps "$STEPS" --out "$W/tables/1_train.md"
+      --gdn-score "$LOGS/score_valid.log" "${SCORE_ITEMS[@]}" --gdn-wall "$GDN_WALL" --steps "$STEPS" --out "$W/tables/1_train.md"
 fi
 
 # ---- 5: gdn report
 if [ "$HAVE_REPORT" = 1 ] && [ -f "$W/gdn_metrics.jsonl" ]; then
-  VS=()
-  if [ -f "$W/fla/trainer_state.json" ]; then VS=(--vs "$W/fla/trainer_state.json"); fi
-  stage report 120 ./gdn report "$W/ckpt" "${VS[@]}" --out "$W/report" ||
-    { [ ${#VS[@]} -gt 0 ] && stage report_jsonl 120 ./gdn report "$W/ckpt" --vs "$FLA_LOG" --out "$W/report"; }
+  # FLA's log here is one process's mean token loss: no world-size divisor (--hf_loss_div 1)
+  VS=(); [ -f "$W/fla/trainer_state.json" ] && VS=(--vs "$W/fla/trainer_state.json" --hf_loss_div 1)
+  ITERS=$("$PY" -c "import sys; sys.path.insert(0, 'scripts'); import recipe_tools as r; print(','.join(map(str, r.table_iters($STEPS))))")
+  stage report 120 ./gdn report "$W/gdn_metrics.jsonl" "${VS[@]}" --iters "$ITERS" --out "$W/report"
 elif [ "$HAVE_REPORT" = 0 ]; then skip report "gdn report is missing (issue 15)"; fi
 
 # ---- 6: export, FLA loads it, logits compared

@@ -190,8 +190,8 @@ def compare_train(a):
             g, f = g_valid.get(it), f_valid.get(it)
             d = f'{100 * (g - f) / f:+.3f}' if g is not None and f is not None else '-'
             out.append(f'| {it} | {f"{f:.5f}" if f is not None else "-"} | {f"{g:.5f}" if g is not None else "-"} | {d} |')
-        out.append('(ours: gdn train\'s validation at eval_interval on valid_data_path; FLA: the first windows of the '
-                   'held-out stream, as gdn score reads them)\n')
+        out.append('(both: items 0..eval_iters x global batch - 1 of the held-out FLA chunks in FLA\'s order, the same '
+                   'items at every evaluation: gdn train\'s eval_same_samples)\n')
     else:
         out.append('validation during training: none in either log\n')
     if a.gdn_score and os.path.exists(a.gdn_score):
@@ -199,13 +199,18 @@ def compare_train(a):
         if m:
             s = float(m.group(1))
             fv = f_valid.get(last)
-            if fv is not None:
-                d = abs(s - fv) / fv
-                ok &= d <= 1e-2
-                out.append(f'final held-out loss on the same windows: FLA {fv:.5f}  ours (gdn score) {s:.5f}  '
+            gv = g_valid.get(last)
+            if a.score_items and gv is not None:  # the saved checkpoint scores what the run's last validation did
+                same = abs(s - gv) <= 1e-5 * abs(gv)
+                ok &= same
+                out.append(f'gdn score --set valid on the saved checkpoint: {s:.6f} (the run\'s final validation '
+                           f'{gv:.6f}: {"equal" if same else "DIFFERENT"})')
+            if a.score_items and fv is not None:
+                out.append(f'final held-out loss on the same items: FLA {fv:.5f}  ours (gdn score) {s:.5f}  '
                            f'delta {100 * (s - fv) / fv:+.3f}%\n')
             else:
-                out.append(f'final held-out loss (gdn score): ours {s:.5f}\n')
+                out.append(f'final held-out loss (gdn score{" --set valid" if a.score_items else ", consecutive windows"}): '
+                           f'ours {s:.5f}\n')
     # speed
     steady = [r for r in g_logs if r['iteration'] > 1]
     if steady:
@@ -385,6 +390,7 @@ def main():
         ap.add_argument('--gdn', required=True)
         ap.add_argument('--fla')
         ap.add_argument('--gdn-score')
+        ap.add_argument('--score-items', action='store_true', help='--gdn-score scored the run\'s valid items')
         ap.add_argument('--gdn-wall', type=float)
         ap.add_argument('--steps', type=int, default=0)
         return compare_train(ap.parse_args(rest))
