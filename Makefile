@@ -26,9 +26,18 @@ ifeq ($(CUDA),auto)
 endif
 
 BUILD := build
-LIB_DIRS := util model cpu data io train eval infer
+LIB_DIRS := util model cpu data io train eval infer report
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# git describe, baked in (gdn --version, logs, checkpoints, reports); the file changes only when it does
+GDN_VERSION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
+LIB_OBJ  += $(BUILD)/version.o
+# Plots of `gdn report` use Cairo when pkg-config finds it (CAIRO=0 builds without: table and HTML only)
+CAIRO    ?= $(if $(shell pkg-config --exists cairo 2>/dev/null && echo y),1,0)
+ifeq ($(CAIRO),1)
+  CFLAGS += -DGDN_CAIRO $(shell pkg-config --cflags cairo)
+  LDLIBS += $(shell pkg-config --libs cairo)
+endif
 ifeq ($(CUDA),1)
   CU_SRC  := $(wildcard cuda/*.cu)
   LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.o)
@@ -55,7 +64,7 @@ gdn: $(BUILD)/gdn.o $(BUILD)/libgdn.a
 	  $(LDLIBS) && mv -f $@.tmp $@
 
 # Objects and the archive depend on CUDA= and BLAS=: a stamp named by the values rebuilds them on a change.
-FLAGS_STAMP := $(BUILD)/flags.cuda$(CUDA).blas$(BLAS)
+FLAGS_STAMP := $(BUILD)/flags.cuda$(CUDA).blas$(BLAS).cairo$(CAIRO)
 $(FLAGS_STAMP):
 	@mkdir -p $(BUILD); rm -f $(BUILD)/flags.*; touch $@
 $(LIB_OBJ) $(BUILD)/gdn.o: $(FLAGS_STAMP)
@@ -70,6 +79,14 @@ $(BUILD)/%.o: %.c
 
 # glibc's vector expf (libmvec) is offered to `omp simd` loops only under -ffast-math: this file only
 $(BUILD)/cpu/softmax_simd.o: CFLAGS += -ffast-math
+
+$(BUILD)/version.c: FORCE
+	@mkdir -p $(BUILD); printf 'const char gdn_version[] = "%s";\n' '$(GDN_VERSION)' > $@.tmp; \
+	  if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+$(BUILD)/version.o: $(BUILD)/version.c
+	$(CC) $(CFLAGS) -c $< -o $@
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/cuda/stub.o: cuda/stub.c.in
 	@mkdir -p $(dir $@)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../util/common.h"
+#include "../util/version.h"
 #include "safetensors.h"
 
 #define CKPT_FORMAT "gdn.c-checkpoint"
@@ -62,6 +63,7 @@ int ckpt_save(const char *save_dir, const Config *cfg, const ParamLayout *pl, co
     st_writer_meta(w, "rng", rng);
     st_writer_meta(w, "tokenizer_sha256", st->tokenizer_sha256);
     st_writer_meta(w, "parameters", params_count);
+    st_writer_meta(w, "gdn_version", gdn_version); // the build that wrote it (git describe)
     add_params(w, pl, params, "");
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     int rc = st_writer_save(w, path, err, errlen);

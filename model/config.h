@@ -54,6 +54,9 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(data_order, CK_STR, data_order, "megatron", "megatron (GPTDataset) | fla (FLA-aligned chunks)")     \
     X(eos_token_id, CK_INT, eos_token_id, "128001", "EOS id; with data_order fla its labels are ignored (FLA's collator pads with EOS)") \
     X(metrics_file, CK_STR, metrics_file, "", "JSONL metrics file (default <save>/metrics.jsonl)")       \
+    /* run monitoring (train/runlog.c) */                                                                  \
+    X(tensorboard_dir, CK_STR, tensorboard_dir, "", "TensorBoard event files go here (Megatron's tags)")    \
+    X(report_dir, CK_STR, report_dir, "", "refresh a `gdn report` page (HTML, plots) here at log intervals (<= every 10 s)") \
     X(device, CK_STR, device, "auto", "cpu | cuda | auto")                                                \
     X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
     X(delta_rule, CK_STR, delta_rule, "chunk", "chunk | recurrent (CPU reference form)")                 \
@@ -77,6 +80,7 @@ typedef struct {
     int eos_token_id;
     char delta_rule[16];
     int nproc_per_node;
+    char tensorboard_dir[512], report_dir[512]; // run monitoring
 } Config;
 
 // The model shape derived from a Config (what the graph and the tensor table use).

@@ -3,15 +3,15 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
-#include <time.h>
 
 #include "../data/indexed.h"
 #include "../data/sampler.h"
 #include "../io/checkpoint.h"
 #include "../model/gdn.h"
 #include "../util/common.h"
+#include "../util/version.h"
 #include "dist.h"
+#include "runlog.h"
 #include "schedule.h"
 #include "train.h"
 
@@ -43,15 +43,6 @@ int train_parse_config(Config *c, int *argc, char **argv) {
     }
     *argc = out;
     return 0;
-}
-
-static void timestamp(char *out, size_t n) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    struct tm tm;
-    localtime_r(&tv.tv_sec, &tm);
-    size_t k = strftime(out, n, "%Y-%m-%d %H:%M:%S", &tm);
-    snprintf(out + k, n - k, ".%06ld", (long)tv.tv_usec);
 }
 
 static void train_help(void) {
@@ -134,20 +125,18 @@ int cmd_train(int argc, char **argv) {
 
     // ---- output
     if (lead && c.save[0] && mkdir_p(c.save)) die("cannot create save directory %s", c.save);
-    FILE *metrics = NULL;
-    char mpath[1100];
-    if (c.metrics_file[0]) snprintf(mpath, sizeof mpath, "%s", c.metrics_file);
-    else if (c.save[0]) snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", c.save);
-    else mpath[0] = 0;
-    if (lead && mpath[0] && !(metrics = fopen(mpath, st.iteration ? "a" : "w"))) die("cannot open metrics file %s", mpath);
+    // run monitoring: log line, metrics JSONL, TensorBoard, report page, summary (lead rank only)
+    RunLog *rl = lead ? runlog_open(&c, (long)st.iteration, W, strcmp(be->name, "cpu") != 0, flops_per_token_megatron(&c),
+                                    flops_per_token_gdn(&c))
+                      : NULL;
 
     char count[32];
     format_count(count, sizeof count, m->lay.total);
     int T = c.seq_length, mbs = c.micro_batch_size, n_micro = c.global_batch_size / (mbs * W);
     if (lead) {
-        printf("gdn train: %s parameters (%d blocks, hidden %d, heads %d/%d, vocab %d), device %s%s, "
+        printf("gdn train (gdn %s): %s parameters (%d blocks, hidden %d, heads %d/%d, vocab %d), device %s%s, "
                "seq %d x micro-batch %d x %d micro-batches",
-               count, m->d.L, m->d.h, m->d.H, m->d.HV, m->d.V, be->name, be->act_bytes == 2 ? " (bf16)" : " (fp32)", T,
+               gdn_version, count, m->d.L, m->d.h, m->d.H, m->d.HV, m->d.V, be->name, be->act_bytes == 2 ? " (bf16)" : " (fp32)", T,
                mbs, n_micro);
         if (W > 1) printf(" x %d data-parallel ranks (%s)", W, dist.nccl ? "NCCL" : "shared memory");
         printf("\n");
@@ -157,10 +146,9 @@ int cmd_train(int argc, char **argv) {
 
     size_t ntok = (size_t)c.global_batch_size * T, rank_tok = ntok / W; // the step's tokens, this rank's share
     int32_t *in = xmalloc(ntok * sizeof(int32_t)), *lab = xmalloc(ntok * sizeof(int32_t));
-    double flops_tok = flops_per_token_megatron(&c);
     double t_last = now_sec(), t_saving = 0, loss_acc = 0;
     int n_acc = 0;
-    long it0 = st.iteration, last_logged = it0;
+    long it0 = st.iteration, last_logged = it0, it_done = it0;
     for (long it = it0 + 1; it <= c.train_iters; it++) {
         double lr = lr_at(&c, it - 1);
         fetch_step(smp, &c, W, it - 1, in, lab);
@@ -189,30 +177,12 @@ int cmd_train(int argc, char **argv) {
         model_adamw(m, (float)lr, (int)it, gscale);
         loss_acc += loss;
         n_acc++;
-        if (metrics) {
-            fprintf(metrics, "{\"iteration\": %ld, \"lm_loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"consumed_samples\": %lld}\n",
-                    it, loss, lr, gnorm, (long long)it * c.global_batch_size);
-            fflush(metrics);
-        }
+        runlog_step(rl, it, loss, lr, gnorm);
+        it_done = it;
         if (lead && (it == it0 + 1 || it % c.log_interval == 0 || it == c.train_iters)) {
             be->sync();
             double t = now_sec(), ms = (t - t_last - t_saving) * 1e3 / (double)(it - last_logged);
-            // per GPU, as Megatron prints them: this rank's share of the step
-            double tok_s = (double)rank_tok / (ms / 1e3), tflops = flops_tok * (double)rank_tok / (ms / 1e3) / 1e12;
-            char ts[64];
-            timestamp(ts, sizeof ts);
-            printf(" [%s] iteration %8ld/%8d | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
-                   "throughput per GPU (TFLOP/s/GPU): %.1f | tokens per GPU (tokens/s/GPU): %.1f | learning rate: %.6E | "
-                   "global batch size: %5d | lm loss: %.6E | loss scale: 1.0 | grad norm: %.3f | "
-                   "number of skipped iterations:   0 | number of nan iterations:   0 |\n",
-                   ts, it, c.train_iters, (long long)it * c.global_batch_size, ms, tflops, tok_s, lr_at(&c, it),
-                   c.global_batch_size, loss_acc / n_acc, gnorm);
-            fflush(stdout);
-            if (metrics) {
-                fprintf(metrics, "{\"iteration\": %ld, \"log\": true, \"ms_per_iter\": %.3f, \"tokens_per_s\": %.1f, \"tflops_megatron\": %.3f, \"tflops_gdn\": %.3f, \"lm_loss_avg\": %.9g}\n",
-                        it, ms, tok_s, tflops, flops_per_token_gdn(&c) * (double)rank_tok / (ms / 1e3) / 1e12, loss_acc / n_acc);
-                fflush(metrics);
-            }
+            runlog_interval(rl, it, ms, loss_acc / n_acc, lr, gnorm); // lr: the rate this step used
             loss_acc = 0; n_acc = 0;
             t_last = now_sec();
             t_saving = 0;
@@ -237,6 +207,9 @@ int cmd_train(int argc, char **argv) {
             s2.consumed_samples = (int64_t)it * c.global_batch_size;
             if (ckpt_save(c.save, &c, &m->lay, host, hm, hv, &s2, err, sizeof err)) die("saving checkpoint: %s", err);
             printf("gdn train: saved checkpoint %s/iter_%07ld\n", c.save, it);
+            char ck[1100];
+            snprintf(ck, sizeof ck, "%s/iter_%07ld", c.save, it);
+            runlog_checkpoint(rl, ck);
             fflush(stdout);
             free(hm); free(hv);
             t_saving += now_sec() - t_save0;
@@ -247,7 +220,7 @@ int cmd_train(int argc, char **argv) {
         }
     }
     dist_finish(&dist);
-    if (metrics) fclose(metrics);
+    runlog_close(rl, it_done);
     free(in); free(lab); free(host);
     sampler_free(smp);
     indexed_close(&ds);
