@@ -29,6 +29,7 @@ struct Sampler {
     int64_t *doc_index;     // [num_docs] sequence ids, e epochs shuffled
     int64_t *doc_start;     // [num_docs + 1] token position of each document_index entry in F
     uint64_t num_docs;
+    uint64_t doc_lo, doc_hi; // the split's sequence range [lo, hi) of the .idx (spec train.md §1.5)
     int64_t *shuffle_index; // [S]
     // FLA
     int64_t *p2;            // [N] logical sample -> chunk
@@ -44,7 +45,8 @@ static void np_shuffle(int64_t *a, uint64_t n, Mt19937 *rs) { legacy_shuffle_i64
 static int megatron_build(Sampler *s, uint64_t num_samples, char *err, size_t errlen) {
     const IndexedDataset *ds = s->ds;
     const uint64_t L = (uint64_t)s->seq_length, E = 1; // E = add_extra_token_to_sequence
-    uint64_t D = ds->num_seqs, T = ds->total_tokens;
+    uint64_t lo = s->doc_lo, D = s->doc_hi - s->doc_lo, T = 0;
+    for (uint64_t d = lo; d < s->doc_hi; d++) T += indexed_seq_len(ds, d);
     if (T == 0) return set_err(err, errlen, "dataset has no tokens (%llu sequences)", (unsigned long long)D);
     if (s->seed > 0xffffffffu)
         return set_err(err, errlen, "Megatron order: seed %llu does not fit numpy RandomState's 32-bit seed",
@@ -75,7 +77,7 @@ static int megatron_build(Sampler *s, uint64_t num_samples, char *err, size_t er
     mt_seed(&rs, (uint32_t)s->seed);
     s->num_docs = epochs * D;
     s->doc_index = xmalloc(s->num_docs * sizeof *s->doc_index);
-    for (uint64_t k = 0; k < s->num_docs; k++) s->doc_index[k] = (int64_t)(k % D);
+    for (uint64_t k = 0; k < s->num_docs; k++) s->doc_index[k] = (int64_t)(lo + k % D);
     if (separate_final_epoch) {
         np_shuffle(s->doc_index, (epochs - 1) * D, &rs);
         np_shuffle(s->doc_index + (epochs - 1) * D, D, &rs);
@@ -123,6 +125,20 @@ static int fla_build(Sampler *s, char *err, size_t errlen) {
 
 Sampler *sampler_open(const IndexedDataset *ds, SampleOrder order, int seq_length, uint64_t num_samples,
                       uint64_t seed, char *err, size_t errlen) {
+    return sampler_open_docs(ds, order, seq_length, num_samples, seed, 0, ds->num_seqs, err, errlen);
+}
+
+Sampler *sampler_open_docs(const IndexedDataset *ds, SampleOrder order, int seq_length, uint64_t num_samples,
+                           uint64_t seed, uint64_t doc_lo, uint64_t doc_hi, char *err, size_t errlen) {
+    if (doc_lo >= doc_hi || doc_hi > ds->num_seqs) {
+        set_err(err, errlen, "sequence range [%llu, %llu) is empty or outside the %llu sequences", (unsigned long long)doc_lo,
+                (unsigned long long)doc_hi, (unsigned long long)ds->num_seqs);
+        return NULL;
+    }
+    if (order == ORDER_FLA && (doc_lo != 0 || doc_hi != ds->num_seqs)) {
+        set_err(err, errlen, "FLA order reads whole datasets (no split of its chunks)");
+        return NULL;
+    }
     if (seq_length < 1) {
         set_err(err, errlen, "seq_length must be at least 1, got %d", seq_length);
         return NULL;
@@ -136,6 +152,8 @@ Sampler *sampler_open(const IndexedDataset *ds, SampleOrder order, int seq_lengt
     s->order = order;
     s->seq_length = seq_length;
     s->seed = seed;
+    s->doc_lo = doc_lo;
+    s->doc_hi = doc_hi;
     pthread_mutex_init(&s->p3_lock, NULL);
     int rc = order == ORDER_MEGATRON ? megatron_build(s, num_samples, err, errlen) : fla_build(s, err, errlen);
     if (rc != 0) {

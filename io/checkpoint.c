@@ -60,6 +60,8 @@ int ckpt_save(const char *save_dir, const Config *cfg, const ParamLayout *pl, co
     st_writer_meta(w, "iteration", tmp);
     snprintf(tmp, sizeof tmp, "%" PRId64, st->consumed_samples);
     st_writer_meta(w, "consumed_samples", tmp);
+    snprintf(tmp, sizeof tmp, "%" PRId64, st->consumed_valid_samples);
+    st_writer_meta(w, "consumed_valid_samples", tmp);
     st_writer_meta(w, "rng", rng);
     st_writer_meta(w, "tokenizer_sha256", st->tokenizer_sha256);
     st_writer_meta(w, "parameters", params_count);
@@ -262,6 +264,9 @@ int ckpt_load(const char *iter_dir, const ParamLayout *pl, float *params, float 
         memset(st, 0, sizeof *st);
         rc = parse_i64(&f, "iteration", &st->iteration, path, err, errlen);
         if (!rc) rc = parse_i64(&f, "consumed_samples", &st->consumed_samples, path, err, errlen);
+        st->consumed_valid_samples = -1; // checkpoints before validation existed have none
+        if (!rc && st_meta(&f, "consumed_valid_samples"))
+            rc = parse_i64(&f, "consumed_valid_samples", &st->consumed_valid_samples, path, err, errlen);
         const char *rng = st_meta(&f, "rng"), *tok = st_meta(&f, "tokenizer_sha256");
         if (!rc && (!rng || strlen(rng) != 64 || strspn(rng, "0123456789abcdef") != 64))
             rc = set_err(err, errlen, "%s: __metadata__ 'rng' must be 64 hex digits", path);

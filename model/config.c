@@ -31,7 +31,6 @@ static const struct { const char *alias, *key; int factor; } aliases[] = {
     {"head_dim", "linear_key_head_dim", 1},       {"conv_size", "linear_conv_kernel_dim", 1},
     {"norm_eps", "norm_epsilon", 1},              {"layernorm_epsilon", "norm_epsilon", 1},
     {"initializer_range", "init_method_std", 1},  {"train_steps", "train_iters", 1},
-    {"data_path", "train_data_path", 1},
 };
 
 static const KeyInfo *find_key(const char *name) {
@@ -103,7 +102,8 @@ int config_load_yaml(Config *c, const char *path, char *err, size_t errlen) {
     yaml_parser_initialize(&p);
     yaml_parser_set_input_file(&p, f);
     char key[128] = "";
-    int have_key = 0, depth = 0, rc = 0, done = 0;
+    int have_key = 0, depth = 0, rc = 0, done = 0, in_list = 0;
+    char list[4096];
     while (!done) {
         yaml_event_t ev;
         if (!yaml_parser_parse(&p, &ev)) {
@@ -116,11 +116,35 @@ int config_load_yaml(Config *c, const char *path, char *err, size_t errlen) {
         case YAML_MAPPING_START_EVENT: depth++; have_key = 0; break;
         case YAML_MAPPING_END_EVENT: depth--; have_key = 0; break;
         case YAML_SEQUENCE_START_EVENT:
-            rc = set_err(err, errlen, "%s:%zu: key '%s': lists are not supported", path, ev.start_mark.line + 1, key);
-            done = 1;
+            // data path lists (Megatron's nargs='*' keys) are joined with spaces; no other key takes a list
+            if (!have_key || !strstr(key, "data_path") || in_list) {
+                rc = set_err(err, errlen, "%s:%zu: key '%s': lists are not supported", path, ev.start_mark.line + 1, key);
+                done = 1;
+            } else {
+                in_list = 1;
+                list[0] = 0;
+            }
             break;
+        case YAML_SEQUENCE_END_EVENT: {
+            char e2[ERR_LEN];
+            if (config_set(c, key, list, e2, sizeof e2)) {
+                rc = set_err(err, errlen, "%s:%zu: %s", path, ev.start_mark.line + 1, e2);
+                done = 1;
+            }
+            in_list = 0;
+            have_key = 0;
+            break;
+        }
         case YAML_SCALAR_EVENT:
-            if (!have_key) {
+            if (in_list) {
+                size_t n = strlen(list), add = strlen((const char *)ev.data.scalar.value);
+                if (n + add + 2 > sizeof list) {
+                    rc = set_err(err, errlen, "%s:%zu: key '%s': list too long", path, ev.start_mark.line + 1, key);
+                    done = 1;
+                } else {
+                    snprintf(list + n, sizeof list - n, "%s%s", n ? " " : "", (const char *)ev.data.scalar.value);
+                }
+            } else if (!have_key) {
                 snprintf(key, sizeof key, "%s", (const char *)ev.data.scalar.value);
                 have_key = 1;
             } else {
@@ -220,6 +244,9 @@ int config_validate(const Config *c, char *err, size_t errlen) {
     if (c->adam_beta1 < 0 || c->adam_beta1 >= 1 || c->adam_beta2 < 0 || c->adam_beta2 >= 1)
         return set_err(err, errlen, "adam betas must be in [0, 1)");
     if (!(c->norm_eps > 0)) return set_err(err, errlen, "norm_epsilon must be positive");
+    if (c->eval_interval < 0 || c->eval_iters < 0) return set_err(err, errlen, "eval_interval and eval_iters must be >= 0");
+    if (c->exit_duration_in_mins < 0) return set_err(err, errlen, "exit_duration_in_mins must be >= 0");
+    if (!(c->mid_level_dataset_surplus >= 0)) return set_err(err, errlen, "mid_level_dataset_surplus must be >= 0");
     return 0;
 }
 

@@ -50,7 +50,19 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(exit_interval, CK_INT, exit_interval, "0", "stop (with a checkpoint) after an iteration divisible by this") \
     X(load, CK_STR, load, "", "checkpoint directory or iter_N dir to resume from")                       \
     X(finetune, CK_BOOL, finetune, "false", "with load: take weights only, start at step 0")             \
-    X(train_data_path, CK_STR, train_data_path, "", "Megatron .bin/.idx prefix")                         \
+    X(train_data_path, CK_STR, train_data_path, "", "train set: Megatron .bin/.idx prefix, or 'A B' / 'w1 A w2 B' blend") \
+    /* blends, split, validation (issue 18; data/blend.c, train/validate.c) */                            \
+    X(valid_data_path, CK_STR, valid_data_path, "", "validation set: prefix or blend list (as train_data_path)") \
+    X(test_data_path, CK_STR, test_data_path, "", "test set: prefix or blend list (as train_data_path)")  \
+    X(data_path, CK_STR, data_path, "", "prefix or blend list, cut into train/valid/test by split")      \
+    X(split, CK_STR, split, "", "train,valid,test weights of each data_path prefix's sequences (default 969,30,1)") \
+    X(mid_level_dataset_surplus, CK_FLOAT, mid_level_dataset_surplus, "0.005", "extra share each blended dataset is built for") \
+    X(eval_interval, CK_INT, eval_interval, "0", "iterations between validations (0 = only at the end)")  \
+    X(eval_iters, CK_INT, eval_iters, "100", "global batches per validation (0 = no validation)")        \
+    X(eval_same_samples, CK_BOOL, eval_same_samples, "false", "every validation reads the same first samples (comparable points)") \
+    /* graceful stops (issue 18; train/signals.c) */                                                     \
+    X(exit_signal_handler, CK_BOOL, exit_signal_handler, "false", "SIGTERM/SIGINT: finish the iteration, save, exit") \
+    X(exit_duration_in_mins, CK_FLOAT, exit_duration_in_mins, "0", "save and stop after this many minutes (0 = off)") \
     X(data_order, CK_STR, data_order, "megatron", "megatron (GPTDataset) | fla (FLA-aligned chunks)")     \
     X(eos_token_id, CK_INT, eos_token_id, "128001", "EOS id; with data_order fla its labels are ignored (FLA's collator pads with EOS)") \
     X(metrics_file, CK_STR, metrics_file, "", "JSONL metrics file (default <save>/metrics.jsonl)")       \
@@ -76,7 +88,12 @@ typedef struct {
     int save_interval, exit_interval;
     char load[512];
     int finetune;
-    char train_data_path[512], data_order[16], metrics_file[512], device[16], precision[16];
+    char train_data_path[2048], data_order[16], metrics_file[512], device[16], precision[16];
+    // issue 18: blends, split, validation, graceful stops
+    char valid_data_path[2048], test_data_path[2048], data_path[2048], split[64];
+    float mid_level_dataset_surplus;
+    int eval_interval, eval_iters, eval_same_samples, exit_signal_handler;
+    float exit_duration_in_mins;
     int eos_token_id;
     char delta_rule[16];
     int nproc_per_node;

@@ -86,7 +86,7 @@ if has_key eval_interval && has_key eval_iters && has_key valid_data_path; then
   else VALID_B=(--valid_data_path "$W/data/optB_valid" --eval_interval "$STEPS" --eval_iters "$EVAL_ITERS")
     MISSING+=("eval_same_samples: validation only at the end (issue 18)"); fi
 else MISSING+=("validation during training: gdn train has no eval_interval/eval_iters/valid_data_path (issue 18, branch i18-train)"); fi
-if has_key eval_interval && has_key split; then
+if has_key eval_interval && has_key split && has_key data_path; then
   VALID_A=(--split 95,5,0 --eval_interval "$A_STEPS" --eval_iters 1)
 else MISSING+=("the train/valid split of Option A: gdn train has no split key (issue 18, branch i18-train)"); fi
 if has_key tensorboard_dir; then TB=(--tensorboard_dir "$W/tensorboard")
@@ -122,7 +122,7 @@ else skip fla_init "$(why_no_fla)"; skip convert_from_hf "$(why_no_fla)"; fi
 COMMON=(--config "$CONFIG" --micro_batch_size "$MBS" --global_batch_size "$GBS" --seq_length "$SEQ"
         --lr "$LR" --min_lr "$MIN_LR" --lr_decay_style cosine --device "$DEV")
 if [ ${#VALID_A[@]} -gt 0 ]; then
-  stage train_a 120 ./gdn train "${COMMON[@]}" "${INIT[@]}" --train_data_path "$W/data/optA_text_document" \
+  stage train_a 120 ./gdn train "${COMMON[@]}" "${INIT[@]}" --data_path "$W/data/optA_text_document" \
       "${VALID_A[@]}" --train_iters "$A_STEPS" --lr_warmup_iters 1 --log_interval 1 \
       --metrics_file "$W/gdn_a_metrics.jsonl" --save ""
 else skip train_a "gdn train has no split/eval_interval (issue 18)"; fi

@@ -188,14 +188,23 @@ void runlog_valid(RunLog *r, long it, const char *prefix, double loss) {
     dashes[n + 1] = 0;
     printf("%s\n%s\n%s\n", dashes, line, dashes);
     fflush(stdout);
-    r->final_valid = loss;
-    if (loss < r->best_valid) r->best_valid = loss;
-    r->n_valid++;
     if (r->metrics) {
         fprintf(r->metrics, "{\"iteration\": %ld, \"valid_loss\": %.9g, \"valid_ppl\": %.9g, \"consumed_samples\": %lld}\n", it,
                 loss, ppl, samples);
         fflush(r->metrics);
     }
+    runlog_valid_record(r, it, loss);
+}
+
+FILE *runlog_metrics(RunLog *r) { return r ? r->metrics : NULL; }
+
+void runlog_valid_record(RunLog *r, long it, double loss) {
+    if (!r) return;
+    double ppl = exp(fmin(20.0, loss));
+    long long samples = (long long)it * r->c->global_batch_size;
+    r->final_valid = loss;
+    if (loss < r->best_valid) r->best_valid = loss;
+    r->n_valid++;
     tb_scalar(r->tb, "lm loss validation", it, loss);
     tb_scalar(r->tb, "lm loss validation vs samples", samples, loss);
     tb_scalar(r->tb, "lm loss validation ppl", it, ppl);

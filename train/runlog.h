@@ -10,6 +10,8 @@
 //   end of run        {"iteration", "summary": true, ...}
 // On resume, rows past the resumed iteration (and old summaries) are dropped before appending.
 #pragma once
+#include <stdio.h>
+
 #include "../model/config.h"
 #include "tensorboard.h"
 
@@ -26,6 +28,10 @@ void runlog_interval(RunLog *r, long it, double ms, double loss_avg, double lr, 
 // A validation result: Megatron's dashed block (" validation loss at <prefix> | ..."), its JSONL row, its tags.
 // prefix is e.g. "iteration 1000" or "iteration 1000 on validation set".
 void runlog_valid(RunLog *r, long it, const char *prefix, double loss);
+// runlog_valid without the block and the row (for a caller that writes its own, train/validate.c): the
+// TensorBoard tags and the summary's final/best validation loss.
+void runlog_valid_record(RunLog *r, long it, double loss);
+FILE *runlog_metrics(RunLog *r); // the metrics JSONL (NULL when none), for rows written elsewhere
 void runlog_checkpoint(RunLog *r, const char *path); // remembered for the summary
 TbWriter *runlog_tb(RunLog *r); // for extra scalars (tb_scalar); NULL without tensorboard_dir
 // Prints the summary and writes its row; then closes the files (the report page is refreshed a last time).

@@ -4,16 +4,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../data/indexed.h"
+#include "../data/blend.h"
 #include "../data/sampler.h"
 #include "../io/checkpoint.h"
 #include "../model/gdn.h"
 #include "../util/common.h"
 #include "../util/version.h"
 #include "dist.h"
+#include "restart.h"
 #include "runlog.h"
 #include "schedule.h"
+#include "signals.h"
 #include "train.h"
+#include "validate.h"
 
 // Megatron's transformer_flops basis (spec model.md §7 (a)): what Primus prints for the pure-GDN configs.
 double flops_per_token_megatron(const Config *c) {
@@ -55,14 +58,14 @@ static void train_help(void) {
 
 // All samples of one optimizer step, every rank's: [world][n_micro][mbs][T] inputs and labels (each rank
 // trains on its own [n_micro][mbs][T] block; all of them count the step's target tokens).
-static void fetch_step(Sampler *s, const Config *c, int world, long step, int32_t *in, int32_t *lab) {
+static void fetch_step(Datasets *d, const Config *c, int world, long step, int32_t *in, int32_t *lab) {
     int mbs = c->micro_batch_size, T = c->seq_length, n_micro = c->global_batch_size / (mbs * world);
     for (int r = 0; r < world; r++)
     for (int mu = 0; mu < n_micro; mu++)
         for (int j = 0; j < mbs; j++) {
-            uint64_t g = sampler_position(s, (uint64_t)step, mu, r, j, mbs, world, c->global_batch_size);
+            uint64_t g = sampler_position(NULL, (uint64_t)step, mu, r, j, mbs, world, c->global_batch_size);
             size_t o = (((size_t)r * n_micro + mu) * mbs + j) * T;
-            sampler_get(s, g, in + o, lab + o);
+            datasets_get(d, SPLIT_TRAIN, g, in + o, lab + o);
             if (!strcmp(c->data_order, "fla")) // FLA's collator: labels equal to the pad (= EOS) token are ignored
                 for (int t = 0; t < T; t++)
                     if (lab[o + t] == c->eos_token_id) lab[o + t] = -1;
@@ -76,7 +79,8 @@ int cmd_train(int argc, char **argv) {
     if (argc > 1) die("unknown argument '%s' (gdn train --help lists the keys)", argv[1]);
     char err[ERR_LEN];
     if (config_validate(&c, err, sizeof err)) die("%s", err);
-    if (!c.train_data_path[0]) die("train_data_path is not set (a Megatron .bin/.idx prefix; see gdn prepare)");
+    if (!c.train_data_path[0] && !c.data_path[0]) die("train_data_path is not set (a Megatron .bin/.idx prefix; see gdn prepare)");
+    stop_install(&c); // issue 18: graceful stops (before the ranks fork: they inherit it)
     // data parallel: from here on this is one of nproc_per_node ranks (the launcher waits in dist_launch)
     Dist dist;
     dist_launch(&dist, c.nproc_per_node);
@@ -84,7 +88,9 @@ int cmd_train(int argc, char **argv) {
 
     // ---- resume / finetune: model shape must match
     char iter_dir[1024] = "";
-    if (c.load[0]) {
+    int loading = restart_have_checkpoint(&c, lead); // --load DIR without a checkpoint: start from random
+    restart_check_save(&c, loading);
+    if (loading) {
         if (ckpt_resolve(c.load, iter_dir, sizeof iter_dir, err, sizeof err)) die("--load %s: %s", c.load, err);
         Config saved;
         config_defaults(&saved);
@@ -115,13 +121,13 @@ int cmd_train(int argc, char **argv) {
     }
     model_set_params(m, host);
 
-    // ---- data
-    IndexedDataset ds;
-    if (indexed_open(&ds, c.train_data_path, err, sizeof err)) die("%s", err);
-    uint64_t num_samples = (uint64_t)c.train_iters * c.global_batch_size;
-    SampleOrder order = !strcmp(c.data_order, "fla") ? ORDER_FLA : ORDER_MEGATRON;
-    Sampler *smp = sampler_open(&ds, order, c.seq_length, num_samples, (uint64_t)c.seed, err, sizeof err);
-    if (!smp) die("%s: %s", c.train_data_path, err);
+    // ---- data: the train/valid/test sets of the blend and split (data/blend.c)
+    Datasets *data = datasets_open(&c, err, sizeof err);
+    if (!data) die("%s", err);
+    int do_valid = c.eval_iters > 0 && datasets_has(data, SPLIT_VALID), do_test = c.eval_iters > 0 && datasets_has(data, SPLIT_TEST);
+    // Megatron's fallback for checkpoints without the counter: every evaluation so far read fresh samples
+    uint64_t consumed_valid = st.consumed_valid_samples >= 0 ? (uint64_t)st.consumed_valid_samples
+                              : c.eval_interval > 0 ? (uint64_t)(st.iteration / c.eval_interval) * c.eval_iters * c.global_batch_size : 0;
 
     // ---- output
     if (lead && c.save[0] && mkdir_p(c.save)) die("cannot create save directory %s", c.save);
@@ -149,9 +155,10 @@ int cmd_train(int argc, char **argv) {
     double t_last = now_sec(), t_saving = 0, loss_acc = 0;
     int n_acc = 0;
     long it0 = st.iteration, last_logged = it0, it_done = it0;
+    int stopped = 0;
     for (long it = it0 + 1; it <= c.train_iters; it++) {
         double lr = lr_at(&c, it - 1);
-        fetch_step(smp, &c, W, it - 1, in, lab);
+        fetch_step(data, &c, W, it - 1, in, lab);
         long valid = 0;
         for (size_t i = 0; i < ntok; i++) valid += lab[i] >= 0;
         if (valid == 0) die("iteration %ld: the global batch has no target tokens", it);
@@ -188,7 +195,17 @@ int cmd_train(int argc, char **argv) {
             t_saving = 0;
             last_logged = it;
         }
-        int exit_now = c.exit_interval > 0 && it % c.exit_interval == 0 && it < c.train_iters;
+        if (do_valid && c.eval_interval > 0 && it % c.eval_interval == 0) { // issue 18: validation, then the stop checks
+            EvalResult ev;
+            validate_run(m, &dist, &c, data, SPLIT_VALID, &consumed_valid, &ev);
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "iteration %ld", it);
+            if (lead) validate_report(prefix, SPLIT_VALID, it, 0, &ev, runlog_metrics(rl));
+            runlog_valid_record(rl, it, ev.loss); // TensorBoard tags, the summary's final/best validation
+            t_saving += ev.seconds; // evaluation time is not step time
+        }
+        int stop = it < c.train_iters ? stop_check(&dist, &c) : STOP_NONE;
+        int exit_now = stop || (c.exit_interval > 0 && it % c.exit_interval == 0 && it < c.train_iters);
         int save_now = c.save[0] && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.train_iters || exit_now);
         if (save_now && !lead && W > 1) { // the replicas must still be identical: rank 0 writes for all
             double t_save0 = now_sec();
@@ -205,6 +222,7 @@ int cmd_train(int argc, char **argv) {
             CkptState s2 = st;
             s2.iteration = it;
             s2.consumed_samples = (int64_t)it * c.global_batch_size;
+            s2.consumed_valid_samples = (int64_t)consumed_valid;
             if (ckpt_save(c.save, &c, &m->lay, host, hm, hv, &s2, err, sizeof err)) die("saving checkpoint: %s", err);
             printf("gdn train: saved checkpoint %s/iter_%07ld\n", c.save, it);
             char ck[1100];
@@ -215,15 +233,31 @@ int cmd_train(int argc, char **argv) {
             t_saving += now_sec() - t_save0;
         }
         if (exit_now) {
-            if (lead) printf("gdn train: exit_interval reached at iteration %ld\n", it);
+            if (lead && stop == STOP_SIGNAL) printf("gdn train: exiting program after receiving signal %d (%s) at iteration %ld\n", stop_signal(), stop_signal() == 2 ? "SIGINT" : "SIGTERM", it);
+            else if (lead && stop == STOP_DURATION) printf("gdn train: exiting program after %.2f minutes (exit_duration_in_mins %g) at iteration %ld\n", stop_minutes(), c.exit_duration_in_mins, it);
+            else if (lead) printf("gdn train: exit_interval reached at iteration %ld\n", it);
+            fflush(stdout);
+            stopped = 1;
             break;
         }
+    }
+    // end of training (not after a stop): Megatron's validation and test evaluations
+    for (int k = 0; !stopped && it0 < c.train_iters && k < 2; k++) {
+        int split = k ? SPLIT_TEST : SPLIT_VALID;
+        if (!(k ? do_test : do_valid)) continue;
+        uint64_t consumed_test = 0;
+        EvalResult ev;
+        if (lead) printf("Evaluating on %lld samples\n", (long long)c.eval_iters * c.global_batch_size);
+        validate_run(m, &dist, &c, data, split, k ? &consumed_test : &consumed_valid, &ev);
+        char prefix[96];
+        snprintf(prefix, sizeof prefix, "iteration %d on %s set", c.train_iters, k ? "test" : "validation");
+        if (lead) validate_report(prefix, split, c.train_iters, 1, &ev, runlog_metrics(rl));
+        if (split == SPLIT_VALID) runlog_valid_record(rl, c.train_iters, ev.loss);
     }
     dist_finish(&dist);
     runlog_close(rl, it_done);
     free(in); free(lab); free(host);
-    sampler_free(smp);
-    indexed_close(&ds);
+    datasets_free(data);
     model_free(m);
     return 0;
 }
