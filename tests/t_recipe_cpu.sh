@@ -70,10 +70,15 @@ first, last = sum(loss[i] for i in (1, 2, 3)) / 3, sum(loss[i] for i in (14, 15,
 assert last < first - 0.5, (first, last)
 t1 = open(f'{w}/tables/1_train.md').read()
 assert f'iteration-1 loss: ours {loss[1]:.6f}' in t1, t1
-held = float(re.search(r'final held-out loss \(gdn score\): ours ([0-9.]+)', t1).group(1))
+held = float(re.search(r'final held-out loss \(gdn score[^)]*\): ours ([0-9.]+)', t1).group(1))
 assert 0 < held < first, (held, first)
-if feat_valid:
-    assert re.search(r'\| 8 \| - \| [0-9.]+ \| - \|', t1), t1   # gdn's validation at eval_interval 8
+if feat_valid:  # gdn's validation at eval_interval 8 and at the end; the saved checkpoint scores the same
+    v = {r['iteration']: r['valid_loss'] for r in rows if 'valid_loss' in r}
+    assert sorted(v) == [8, 16] and v[16] < v[8], v
+    assert re.search(rf'\| 8 \| - \| {v[8]:.5f} \| - \|', t1), t1
+    assert f'gdn score --set valid on the saved checkpoint: {held:.6f} (the run\'s final validation {v[16]:.6f}: equal)' in t1, t1
+    a_rows = [json.loads(l) for l in open(f'{w}/gdn_a_metrics.jsonl')]
+    assert any('valid_loss' in r for r in a_rows), a_rows   # Option A: validation on its split
 # the export read back gives the checkpoint's logits exactly
 t2 = open(f'{w}/tables/2_export.md').read()
 assert len(re.findall(r'^\| \d \| 1\.00000000 \| 0\.00e\+00 \| 5/5 \|', t2, re.M)) == 3, t2
