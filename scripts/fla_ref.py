@@ -17,6 +17,8 @@ of the fla/ package carried to the machine). Subcommands:
                               HF Trainer's log_history form), --save DIR (the trained model, save_pretrained),
                               --warmup-step (one untimed forward/backward first: Triton autotunes there)
   logits HF_DIR IDS_FILE OUT  fp32 logits of one sequence (FLA's fused_recurrent path, no TF32) to OUT (.npy)
+  warmup HF_DIR MBS T         the kernel shapes of every command above once, on random tokens: Triton's
+                              autotuning results land in its cache dir for the later processes
   prompt-logits OUT_DIR IDS[,IDS...] HF_DIR...
                               fp32 logits (as `logits`) of each ids file under each model, one process:
                               OUT_DIR/m<i>_p<j>.npy
@@ -207,6 +209,28 @@ def cmd_logits(hf, ids_file, out):
     print('logits', logits.shape)
 
 
+def cmd_warmup(hf, mbs, T):
+    """Triton autotunes each FLA kernel on first use (minutes on a fresh machine) and FLA keeps the results in
+    Triton's cache dir (FLA_CACHE_RESULTS): run the shapes and dtypes of train, validation, prompt-logits and
+    score-requests once, on random tokens, while the GPU is otherwise idle (recipe.sh: during gdn's build)."""
+    t0 = time.time()
+    model = GatedDeltaNetForCausalLM.from_pretrained(hf, torch_dtype=torch.float32).cuda()
+    ids = torch.randint(0, model.config.vocab_size, (mbs, T), generator=torch.Generator().manual_seed(0)).cuda()
+    with torch.autocast('cuda', dtype=torch.bfloat16):
+        model(input_ids=ids, labels=ids).loss.backward()  # training: chunk fwd + bwd
+    model.zero_grad(set_to_none=True)
+    model.eval()
+    with torch.no_grad():
+        with torch.autocast('cuda', dtype=torch.bfloat16):
+            model.model(input_ids=ids, use_cache=False)  # validation: chunk forward only
+        model(input_ids=ids[:1, :12], use_cache=False)  # prompt logits: fp32, fused_recurrent (<= 64 tokens)
+        model.to(torch.bfloat16)
+        model(input_ids=ids[:, :40], use_cache=False)  # eval requests: bf16, fused_recurrent and chunk
+        model(input_ids=ids[:, :100], use_cache=False)
+    torch.cuda.synchronize()
+    print(json.dumps({'fla_warmup_s': time.time() - t0}), flush=True)
+
+
 def cmd_prompt_logits(out_dir, ids_files, hfs):
     torch.backends.cuda.matmul.allow_tf32 = False
     os.makedirs(out_dir, exist_ok=True)
@@ -311,6 +335,8 @@ if __name__ == '__main__':
         cmd_train(**parse_train(args))
     elif cmd == 'logits':
         cmd_logits(*args)
+    elif cmd == 'warmup':
+        cmd_warmup(args[0], int(args[1]), int(args[2]))
     elif cmd == 'prompt-logits':
         cmd_prompt_logits(args[0], args[1].split(','), args[2:])
     elif cmd == 'score-requests':

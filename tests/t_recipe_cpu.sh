@@ -95,4 +95,47 @@ assert len(reqs) == 4 * (8 + 6), len(reqs)
 print(f'recipe (CPU): loss {first:.3f} -> {last:.3f}, held-out {held:.3f}; FLA order == gdn order at 7 positions; '
       f'export logits exact; eval reproduced ({len(reqs)} requests); validation {"on" if feat_valid else "MISSING"}')
 PY
+# the tables' FLA branches (run on the GPU only) on FLA-side files made here from ours with known changes:
+# FLA's losses 0.1% higher, its logits ours + noise, its log-likelihoods ours + 0.01 (same choices)
+$PY - "$W" "$tmp/fla" <<'PY'
+import json, os, re, subprocess, sys
+import numpy as np
+w, f = sys.argv[1], sys.argv[2]
+os.makedirs(f, exist_ok=True)
+rows = [json.loads(l) for l in open(f'{w}/gdn_metrics.jsonl')]
+with open(f'{f}/fla_log.jsonl', 'w') as o:
+    for r in rows:
+        if 'lm_loss' in r and not r.get('log'):
+            o.write(json.dumps({'iteration': r['iteration'], 'lm_loss': r['lm_loss'] * 1.001}) + '\n')
+        if 'valid_loss' in r:
+            o.write(json.dumps({'iteration': r['iteration'], 'valid_loss': r['valid_loss'] * 1.001}) + '\n')
+    o.write(json.dumps({'fla_ms_per_step': 100.0, 'fla_tokens_per_s': 2560.0, 'wall_s': 2.0}) + '\n')
+run = lambda *a: subprocess.run(['/usr/bin/python3', 'scripts/recipe_tools.py', *a], capture_output=True, text=True)
+r = run('compare-train', '--gdn', f'{w}/gdn_metrics.jsonl', '--fla', f'{f}/fla_log.jsonl', '--steps', '16', '--out', f'{f}/t1.md')
+assert r.returncode == 0, r.stdout + r.stderr
+t1 = open(f'{f}/t1.md').read()
+loss = {x['iteration']: x['lm_loss'] for x in rows if 'lm_loss' in x and not x.get('log')}
+assert f'iteration-1 loss: FLA {loss[1] * 1.001:.6f}  ours {loss[1]:.6f}  relative difference 9.99e-04' in t1, t1
+assert len(re.findall(r'^\| (1|2|5|10|16) \| [0-9.]+ \| [0-9.]+ \| -0\.100 \|$', t1.split('| validation')[0], re.M)) == 5, t1
+assert '| FLA | 100.0 | 2,560 |' in t1, t1
+for j in range(3):
+    g = np.fromfile(f'{w}/logits/gdn/p{j}.f32', dtype=np.float32).reshape(-1, 128256)
+    np.save(f'{f}/m0_p{j}.npy', g)
+    np.save(f'{f}/m1_p{j}.npy', g + np.random.RandomState(j).normal(0, 0.05 * g.std(), g.shape).astype(np.float32))
+r = run('compare-logits', '--prompts', '3', '--gdn', f'{w}/logits/gdn', '--fla', f, '--out', f'{f}/t2.md')
+assert r.returncode == 0, r.stdout + r.stderr
+assert len(re.findall(r'^\| \d \| 1\.00000000 \| 0\.00e\+00 \| 5/5 \| 0\.99[0-9]+ \| [3-5]/5 \| (yes|no) \|$',
+                      open(f'{f}/t2.md').read(), re.M)) == 3, open(f'{f}/t2.md').read()
+reqs = [json.loads(l) for l in open(f'{w}/eval/requests.jsonl')]
+with open(f'{f}/scores.jsonl', 'w') as o:
+    for q in reqs:
+        o.write(json.dumps({'task': q['task'], 'doc': q['doc'], 'idx': q['idx'], 'll_0': q['ll'] + 0.01, 'll_1': q['ll'] + 0.01}) + '\n')
+r = run('eval-delta', '--requests', f'{w}/eval/requests.jsonl', '--ours', f'{w}/eval/ours.json', '--fla', f'{f}/scores.jsonl',
+        '--out', f'{f}/t3.md')
+assert r.returncode == 0, r.stdout + r.stderr
+t3 = open(f'{f}/t3.md').read()
+assert 'same choice on 100.0% of docs (acc), 100.0% (acc_norm)' in t3, t3
+assert len(re.findall(r'\| \+0\.00 \| yes \|', t3)) == 4, t3
+print('tables with FLA-side inputs: deltas, logit checks and eval agreement as constructed')
+PY
 echo "t_recipe_cpu: ok"
