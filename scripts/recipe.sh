@@ -160,9 +160,12 @@ fi
 
 # ---- 4: FLA trains the same steps
 FLA_LOG=$W/fla/fla_log.jsonl
-if fla && ok fla_init; then
+# leave ~110 s for the stages after it (export, logits, verify, eval): a cut-short FLA log still compares
+FLA_LIMIT=$(( DEADLINE - $(elapsed) - 110 )); [ "$FLA_LIMIT" -le 420 ] || FLA_LIMIT=420
+if fla && ok fla_init && [ "$FLA_LIMIT" -lt 30 ]; then skip fla_train "no time left before the deadline (${DEADLINE}s)"
+elif fla && ok fla_init; then
   mkdir -p "$W/fla"
-  stage fla_train 420 "$PY" scripts/fla_ref.py train "$W/hf_init" "$W/data/optB_train" "$STEPS" --mbs "$MBS" \
+  stage fla_train "$FLA_LIMIT" "$PY" scripts/fla_ref.py train "$W/hf_init" "$W/data/optB_train" "$STEPS" --mbs "$MBS" \
       --lr "$LR" --min-lr "$MIN_LR" --warmup "$WARMUP" --valid "$W/data/optB_valid" --eval-interval "$EVAL_INTERVAL" \
       --valid-samples "$VALID_SAMPLES" --log "$FLA_LOG" --save "$W/fla/model" --warmup-step
 else skip fla_train "$(why_no_fla)"; fi
@@ -238,7 +241,7 @@ fi
 # ---- summary (last), results
 {
   echo; echo "==================== recipe summary ($(elapsed)s) ===================="
-  echo "$( [ "$CPU" = 1 ] && echo "CPU mode (RECIPE_CPU=1): $CONFIG" || echo "GPU: $(cat "$LOGS/gpu.txt" 2>/dev/null)" ); $STEPS steps of $GBS x $SEQ tokens, lr $LR -> $MIN_LR cosine, warmup $WARMUP; gdn $(./gdn --version 2>/dev/null | head -1)"
+  echo "$( [ "$CPU" = 1 ] && echo "CPU mode (RECIPE_CPU=1): $CONFIG" || echo "GPU: $(cat "$LOGS/gpu.txt" 2>/dev/null)" ); $STEPS steps of $GBS x $SEQ tokens, lr $LR -> $MIN_LR cosine, warmup $WARMUP; $(./gdn --version 2>/dev/null | head -1)"
   printf "%-16s %-12s %s\n" stage result note
   for k in "${ORDER[@]}"; do printf "%-16s %-12s %s\n" "$k" "${RESULT[$k]}" "${NOTE[$k]:-}"; done
   if [ ${#MISSING[@]} -gt 0 ]; then echo; echo "features missing in this build:"; printf '  MISSING: %s\n' "${MISSING[@]}"; fi
