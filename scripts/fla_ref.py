@@ -44,7 +44,7 @@ import fla  # noqa: E402,F401  (registers the model type)
 import fla.ops.common.chunk_o as chunk_o  # noqa: E402
 from fla.models import GatedDeltaNetConfig, GatedDeltaNetForCausalLM  # noqa: E402
 
-from recipe_tools import FlaOrder  # noqa: E402  (scripts/, the sample order CI checks against gdn's)
+from recipe_tools import FlaOrder, write_trainer_state  # noqa: E402  (scripts/, the sample order CI checks against gdn's)
 
 # FLA refuses its gated backward on Triton < 3.7.1 on Hopper (its issue #640); the brief reports that
 # bypassing the guard gives gradients within bf16 error of a float64 reference on this machine.
@@ -125,9 +125,10 @@ def cmd_train(hf, data, steps, mbs=16, lr=2e-4, min_lr=2e-5, warm=2, decay=0, va
     opt = torch.optim.AdamW([{'params': decay_p, 'weight_decay': 0.01}, {'params': plain, 'weight_decay': 0.0}],
                             lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
     logf = open(log, 'w') if log else None
-    history = []
+    rows = []
 
     def emit(row):
+        rows.append(row)
         print(json.dumps(row), flush=True)
         if logf:
             logf.write(json.dumps(row) + '\n')
@@ -153,7 +154,6 @@ def cmd_train(hf, data, steps, mbs=16, lr=2e-4, min_lr=2e-5, warm=2, decay=0, va
         v = valid_loss(model, vchunks, vorder, nvalid, mbs)
         emit({'iteration': it, 'valid_loss': v, 'valid_ppl': math.exp(min(v, 20)), 'valid_samples': nvalid,
               'valid_s': time.time() - t0})
-        history.append({'step': it, 'eval_loss': v, 'epoch': it * mbs / N})
 
     times = []
     t_start = time.time()
@@ -175,8 +175,6 @@ def cmd_train(hf, data, steps, mbs=16, lr=2e-4, min_lr=2e-5, warm=2, decay=0, va
         row = {'iteration': t + 1, 'lm_loss': loss.item(), 'lr': step_lr, 'grad_norm': gn.item(),
                'ms_per_iter': times[-1] * 1e3, 'tokens_per_s': mbs * T / times[-1]}
         emit(row)
-        history.append({'step': t + 1, 'loss': row['lm_loss'], 'grad_norm': row['grad_norm'], 'learning_rate': step_lr,
-                        'epoch': (t + 1) * mbs / N, 'throughput': mbs * T / times[-1]})
         if vchunks is not None and eval_interval > 0 and (t + 1) % eval_interval == 0 and t + 1 < steps:
             evaluate(t + 1)
     if vchunks is not None:
@@ -186,13 +184,10 @@ def cmd_train(hf, data, steps, mbs=16, lr=2e-4, min_lr=2e-5, warm=2, decay=0, va
     ms = 1e3 * sum(steady) / len(steady)
     emit({'fla_ms_per_step': ms, 'fla_tokens_per_s': mbs * T / (ms / 1e3), 'wall_s': wall,
           'peak_mem_gib': torch.cuda.max_memory_allocated() / 2**30})
-    history.append({'step': steps, 'train_runtime': wall, 'train_tokens_per_s': mbs * T / (ms / 1e3)})
     if logf:
         logf.close()
         logf = None
-        state = {'global_step': steps, 'max_steps': steps, 'train_batch_size': mbs, 'log_history': history}
-        with open(os.path.join(os.path.dirname(os.path.abspath(log)), 'trainer_state.json'), 'w') as f:
-            json.dump(state, f, indent=1)
+        write_trainer_state(os.path.join(os.path.dirname(os.path.abspath(log)), 'trainer_state.json'), rows, N, mbs)
     if save:
         model.save_pretrained(save)
         emit({'saved': save})

@@ -24,7 +24,7 @@ RESULTS_DIR=${OUT:-}
 CPU=${RECIPE_CPU:-0}
 W=${RECIPE_DIR:-build/recipe}
 rm -rf "$W"; mkdir -p "$W/logs" "$W/tables" "$W/data" "$W/eval" "$W/ids"
-LOGS=$W/logs
+LOGS=$W/logs FLA_LOG=$W/fla/fla_log.jsonl
 TOK=.assets/llama3/tokenizer.json
 T_START=$(date +%s)
 if [ "$CPU" = 1 ]; then
@@ -71,6 +71,30 @@ stage() {
 skip() { ORDER+=("$1"); RESULT[$1]="SKIP"; NOTE[$1]=$2; echo "=== $1: skipped: $2"; }
 ok() { [[ "${RESULT[$1]:-}" == PASS* ]]; }
 
+# the summary table (printed last), $W/summary.txt, and with $OUT set the summary and recipe.tgz there
+finish() {
+  {
+    echo; echo "==================== recipe summary ($(elapsed)s) ===================="
+    echo "$( [ "$CPU" = 1 ] && echo "CPU mode (RECIPE_CPU=1): $CONFIG" || echo "GPU: $(cat "$LOGS/gpu.txt" 2>/dev/null)" ); $STEPS steps of $GBS x $SEQ tokens, lr $LR -> $MIN_LR cosine, warmup $WARMUP; $(./gdn --version 2>/dev/null | head -1)"
+    printf "%-16s %-12s %s\n" stage result note
+    for k in "${ORDER[@]}"; do printf "%-16s %-12s %s\n" "$k" "${RESULT[$k]}" "${NOTE[$k]:-}"; done
+    if [ ${#MISSING[@]} -gt 0 ]; then echo; echo "features missing in this build:"; printf '  MISSING: %s\n' "${MISSING[@]}"; fi
+    for f in "$W"/tables/*.md; do [ -f "$f" ] && { echo; cat "$f"; }; done
+    grep -h "^bench\|fla_ms_per_step" "$FLA_LOG" 2>/dev/null | tail -1
+    [ -f "$LOGS/verify.log" ] && { echo; echo "### gdn verify on the export"; grep -v "^verify exit" "$LOGS/verify.log" | tail -n 20; }
+    [ -d "$W/report" ] && { echo; echo "gdn report: $(ls "$W/report" | tr '\n' ' ')"; }
+    [ -d "$W/tensorboard" ] && echo "TensorBoard: $(find "$W/tensorboard" -type f | wc -l) event file(s) in $W/tensorboard"
+  } | tee "$W/summary.txt"
+  if [ -n "$RESULTS_DIR" ]; then
+    mkdir -p "$RESULTS_DIR"
+    tar czf "$RESULTS_DIR/recipe.tgz" -C "$W" --exclude=ckpt --exclude=ckpt_init --exclude=hf_init --exclude=hf_export \
+        --exclude=fla/model --exclude=data --exclude=logits --exclude='corpus_*.jsonl' . 2>/dev/null
+    cp "$W/summary.txt" "$RESULTS_DIR/"
+  fi
+  for k in "${ORDER[@]}"; do [[ "${RESULT[$k]}" == FAIL* ]] && exit 1; done
+  exit "${1:-0}"
+}
+
 # ---- 0: FLA's init (saved by FLA), then its Triton autotuning in the background while gdn builds and
 # prepares the data (the GPU is idle then); the build; feature probes
 HAVE_FLA=0 WARM_PID=
@@ -93,7 +117,9 @@ if [ "$CPU" != 1 ] && [ "${RECIPE_BUILD:-1}" = 1 ]; then
   stage build 300 make -j"$(nproc)" "${MK[@]}" gdn
 fi
 [ "$CPU" = 1 ] || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$LOGS/gpu.txt" 2>&1
-[ -x ./gdn ] || { echo "recipe: ./gdn is missing (make gdn)"; exit 2; }
+if [ ! -x ./gdn ]; then
+  MISSING+=("./gdn: not built (see logs/build.log): nothing else can run"); [ -n "$WARM_PID" ] && wait "$WARM_PID"; finish 2
+fi
 HELP=$(./gdn train --help 2>&1)
 has_key() { grep -qE "^  $1 " <<< "$HELP"; }
 VALID_B=() VALID_A=() TB=()
@@ -159,7 +185,6 @@ if ok train; then # the final validation again, from the saved checkpoint: the r
 fi
 
 # ---- 4: FLA trains the same steps
-FLA_LOG=$W/fla/fla_log.jsonl
 # leave ~110 s for the stages after it (export, logits, verify, eval): a cut-short FLA log still compares
 FLA_LIMIT=$(( DEADLINE - $(elapsed) - 110 )); [ "$FLA_LIMIT" -le 420 ] || FLA_LIMIT=420
 if fla && ok fla_init && [ "$FLA_LIMIT" -lt 30 ]; then skip fla_train "no time left before the deadline (${DEADLINE}s)"
@@ -178,6 +203,10 @@ fi
 # ---- 5: gdn report
 if [ "$HAVE_REPORT" = 1 ] && [ -f "$W/gdn_metrics.jsonl" ]; then
   # FLA's log here is one process's mean token loss: no world-size divisor (--hf_loss_div 1)
+  if [ -f "$FLA_LOG" ] && [ ! -f "$W/fla/trainer_state.json" ]; then # FLA cut short: its log so far
+    "$PY" scripts/recipe_tools.py trainer-state "$FLA_LOG" "$W/fla/trainer_state.json" \
+        "$(./gdn dataset info "$W/data/optB_train" | awk '/^sequences:/ {print $2}')" "$MBS"
+  fi
   VS=(); [ -f "$W/fla/trainer_state.json" ] && VS=(--vs "$W/fla/trainer_state.json" --hf_loss_div 1)
   ITERS=$("$PY" -c "import sys; sys.path.insert(0, 'scripts'); import recipe_tools as r; print(','.join(map(str, r.table_iters($STEPS))))")
   stage report 120 ./gdn report "$W/gdn_metrics.jsonl" "${VS[@]}" --iters "$ITERS" --out "$W/report"
@@ -237,25 +266,4 @@ if ok to_hf; then
         --ours "$W/eval/ours.json" "${SCORES[@]}" --out "$W/tables/3_eval.md"
   fi
 fi
-
-# ---- summary (last), results
-{
-  echo; echo "==================== recipe summary ($(elapsed)s) ===================="
-  echo "$( [ "$CPU" = 1 ] && echo "CPU mode (RECIPE_CPU=1): $CONFIG" || echo "GPU: $(cat "$LOGS/gpu.txt" 2>/dev/null)" ); $STEPS steps of $GBS x $SEQ tokens, lr $LR -> $MIN_LR cosine, warmup $WARMUP; $(./gdn --version 2>/dev/null | head -1)"
-  printf "%-16s %-12s %s\n" stage result note
-  for k in "${ORDER[@]}"; do printf "%-16s %-12s %s\n" "$k" "${RESULT[$k]}" "${NOTE[$k]:-}"; done
-  if [ ${#MISSING[@]} -gt 0 ]; then echo; echo "features missing in this build:"; printf '  MISSING: %s\n' "${MISSING[@]}"; fi
-  for f in "$W"/tables/*.md; do [ -f "$f" ] && { echo; cat "$f"; }; done
-  grep -h "^bench\|fla_ms_per_step" "$FLA_LOG" 2>/dev/null | tail -1
-  [ -f "$LOGS/verify.log" ] && { echo; echo "### gdn verify on the export"; grep -v "^verify exit" "$LOGS/verify.log" | tail -n 20; }
-  [ -d "$W/report" ] && { echo; echo "gdn report: $(ls "$W/report" | tr '\n' ' ')"; }
-  [ -d "$W/tensorboard" ] && echo "TensorBoard: $(find "$W/tensorboard" -type f | wc -l) event file(s) in $W/tensorboard"
-} | tee "$W/summary.txt"
-if [ -n "$RESULTS_DIR" ]; then
-  mkdir -p "$RESULTS_DIR"
-  tar czf "$RESULTS_DIR/recipe.tgz" -C "$W" --exclude=ckpt --exclude=ckpt_init --exclude=hf_init --exclude=hf_export \
-      --exclude=fla/model --exclude=data --exclude=logits --exclude='corpus_*.jsonl' . 2>/dev/null
-  cp "$W/summary.txt" "$RESULTS_DIR/"
-fi
-for k in "${ORDER[@]}"; do [[ "${RESULT[$k]}" == FAIL* ]] && exit 1; done
-exit 0
+finish 0

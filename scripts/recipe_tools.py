@@ -15,6 +15,7 @@ No FLA and no GPU here (numpy; torch only for FLA's sampler permutation), so CI 
                                              lm-eval's acc / acc_norm from per-request log-likelihoods, checked
                                              against gdn eval's results JSON; ours vs FLA's model (+-1.5 points)
   fla-order N POSITIONS...                   chunk index FLA's Trainer reads at each sample position
+  trainer-state FLA_LOG OUT N_CHUNKS MBS     FLA's JSON lines as an HF trainer_state.json (for gdn report)
 """
 import argparse
 import json
@@ -107,6 +108,24 @@ class FlaOrder:
 
 
 # ---------------------------------------------------------------- training
+
+def write_trainer_state(path, rows, n_chunks, mbs):
+    """FLA's JSON lines (scripts/fla_ref.py train) as HF Trainer's trainer_state.json (log_history: step,
+    loss, grad_norm, learning_rate, epoch, throughput; eval_loss rows; train_runtime), which gdn report reads."""
+    hist, last = [], 0
+    for r in rows:
+        if 'lm_loss' in r:
+            last = r['iteration']
+            hist.append({'step': last, 'loss': r['lm_loss'], 'grad_norm': r.get('grad_norm'),
+                         'learning_rate': r.get('lr'), 'epoch': last * mbs / n_chunks,
+                         'throughput': r.get('tokens_per_s')})
+        elif 'valid_loss' in r:
+            hist.append({'step': r['iteration'], 'eval_loss': r['valid_loss'], 'epoch': r['iteration'] * mbs / n_chunks})
+        elif 'wall_s' in r:
+            hist.append({'step': last, 'train_runtime': r['wall_s']})
+    with open(path, 'w') as f:
+        json.dump({'global_step': last, 'train_batch_size': mbs, 'log_history': hist}, f, indent=1)
+
 
 VALID_KEYS = ('valid_loss', 'validation_loss', 'val_loss', 'lm_loss_valid')
 
@@ -389,6 +408,10 @@ def main():
         return 0
     if cmd == 'make-tasks':
         make_tasks(rest[0], rest[1], int(rest[2]), int(rest[3]))
+        return 0
+    if cmd == 'trainer-state':
+        rows = [json.loads(l) for l in open(rest[0]) if l.startswith('{')]
+        write_trainer_state(rest[1], rows, int(rest[2]), int(rest[3]))
         return 0
     if cmd == 'fla-order':
         order = FlaOrder(int(rest[0]))

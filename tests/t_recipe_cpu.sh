@@ -118,6 +118,13 @@ loss = {x['iteration']: x['lm_loss'] for x in rows if 'lm_loss' in x and not x.g
 assert f'iteration-1 loss: FLA {loss[1] * 1.001:.6f}  ours {loss[1]:.6f}  relative difference 9.99e-04' in t1, t1
 assert len(re.findall(r'^\| (1|2|5|10|16) \| [0-9.]+ \| [0-9.]+ \| -0\.100 \|$', t1.split('| validation')[0], re.M)) == 5, t1
 assert '| FLA | 100.0 | 2,560 |' in t1, t1
+# gdn report --vs FLA's log as the HF trainer_state.json the FLA script writes: the same deltas
+r = run('trainer-state', f'{f}/fla_log.jsonl', f'{f}/trainer_state.json', '1000', '4')
+assert r.returncode == 0, r.stdout + r.stderr
+r = subprocess.run(['./gdn', 'report', f'{w}/gdn_metrics.jsonl', '--vs', f'{f}/trainer_state.json', '--hf_loss_div', '1',
+                    '--iters', '1,2,5,10,16', '--out', f'{f}/report'], capture_output=True, text=True)
+assert r.returncode == 0, r.stdout + r.stderr
+assert len(re.findall(r'^\| (1|2|5|10|16) \| [0-9.]+ \| [0-9.]+ \| -0\.10 \|$', r.stdout, re.M)) == 5, r.stdout
 for j in range(3):
     g = np.fromfile(f'{w}/logits/gdn/p{j}.f32', dtype=np.float32).reshape(-1, 128256)
     np.save(f'{f}/m0_p{j}.npy', g)
