@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d /tmp/gdn_ckpt.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
+printf 'const char gdn_version[] = "t_convert_ckpt";\n' > "$tmp/version.c" # checkpoints record the build (util/version.h)
 ${CC:-gcc} -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -I. \
   -fsanitize=address,undefined -fno-sanitize-recover=all \
   -o "$tmp/ckpt_check" tests/convert/ckpt_check.c io/checkpoint.c io/hf.c io/safetensors.c model/params.c model/config.c \
-  util/common.c -lcjson -lyaml -lm
+  util/common.c "$tmp/version.c" -lcjson -lyaml -lm
 ASAN_OPTIONS=detect_leaks=1 "$tmp/ckpt_check" "$tmp/scratch"
