@@ -16,6 +16,7 @@ static const char *split_name[NSPLITS] = {"train", "valid", "test"};
 
 typedef struct {
     int k, blended;               // mid-level datasets; through a BlendedDataset
+    int nconcat;                  // FLA order: prefixes read as one dataset by smp[0]
     int src[BLEND_MAX];           // index into Datasets.ds
     Sampler *smp[BLEND_MAX];
     uint64_t lo[BLEND_MAX], hi[BLEND_MAX], target[BLEND_MAX], buffer[BLEND_MAX];
@@ -185,6 +186,17 @@ static int build_split(Datasets *d, const Config *c, int j, const BlendList *b, 
             return set_err(err, errlen, "%s: the %s split of its %llu sequences is empty (split %s)", b->prefix[i],
                            split_name[j], (unsigned long long)N, d->split_text);
     }
+    if (d->order == ORDER_FLA) { // FLA: the prefixes as one concatenated dataset (weights have no meaning there)
+        const IndexedDataset *parts[BLEND_MAX];
+        for (int i = 0; i < b->n; i++) parts[i] = &d->ds[s->src[i]];
+        s->smp[0] = sampler_open_fla_concat(parts, b->n, c->seq_length, (uint64_t)c->seed, err, errlen);
+        if (!s->smp[0]) return -1;
+        s->k = 1;
+        s->nconcat = b->n;
+        s->size = sampler_size(s->smp[0]);
+        d->has[j] = 1;
+        return 0;
+    }
     // one prefix without a weight (or any prefix of a per-split list): a plain GPTDataset of S samples
     int plain = b->n == 1 && (!b->weighted || !with_split);
     double w[BLEND_MAX];
@@ -254,8 +266,8 @@ Datasets *datasets_open(const Config *c, char *err, size_t errlen) {
         if (!c->split[0]) fprintf(stderr, "gdn: warning: data_path without split: using split \"%s\" (Megatron's default)\n", sp);
         snprintf(d->split_text, sizeof d->split_text, "%s", sp);
         rc = split_parse(sp, d->split, err, errlen) || blend_parse(c->data_path, b, err, errlen);
-        if (!rc && d->order == ORDER_FLA && (b->n > 1 || d->split[0] != 1.0))
-            rc = set_err(err, errlen, "data_order fla reads one whole prefix: use train_data_path (no blend, no split)");
+        if (!rc && d->order == ORDER_FLA && (b->weighted || d->split[0] != 1.0))
+            rc = set_err(err, errlen, "data_order fla reads whole prefixes (no split, no weights): use train_data_path");
         for (int j = 0; !rc && j < NSPLITS; j++)
             if (S[j] > 0) rc = build_split(d, c, j, b, 1, S[j], err, errlen);
         for (int j = 0; !rc && j < NSPLITS; j++) d->weighted[j] = b->weighted;
@@ -264,8 +276,8 @@ Datasets *datasets_open(const Config *c, char *err, size_t errlen) {
         for (int j = 0; !rc && j < NSPLITS; j++) {
             if (!per[j][0] || S[j] == 0) continue;
             rc = blend_parse(per[j], b, err, errlen);
-            if (!rc && d->order == ORDER_FLA && b->n > 1)
-                rc = set_err(err, errlen, "data_order fla reads one prefix per split (no blends)");
+            if (!rc && d->order == ORDER_FLA && b->weighted)
+                rc = set_err(err, errlen, "data_order fla reads the prefixes as one concatenated dataset: no weights");
             if (!rc) rc = build_split(d, c, j, b, 0, S[j], err, errlen);
             d->weighted[j] = b->weighted;
         }
@@ -319,13 +331,14 @@ void datasets_describe(const Datasets *d, FILE *f) {
         if (!d->has[j]) { fprintf(f, "%s: none\n", split_name[j]); continue; }
         fprintf(f, "%s: %llu samples requested, %llu in the %s\n", split_name[j], (unsigned long long)s->requested,
                 (unsigned long long)s->size, s->blended ? (d->weighted[j] ? "weighted blend" : "length-weighted blend") : "dataset");
-        for (int i = 0; i < s->k; i++) {
+        if (s->nconcat) fprintf(f, "  FLA order: the %d prefixes below read as one dataset\n", s->nconcat);
+        for (int i = 0; i < (s->nconcat ? s->nconcat : s->k); i++) {
             const IndexedDataset *ds = &d->ds[s->src[i]];
             uint64_t tok = 0;
             for (uint64_t q = s->lo[i]; q < s->hi[i]; q++) tok += indexed_seq_len(ds, q);
             fprintf(f, "  %s: sequences [%llu, %llu) = %llu, tokens %llu, samples %llu", d->name[s->src[i]],
                     (unsigned long long)s->lo[i], (unsigned long long)s->hi[i], (unsigned long long)(s->hi[i] - s->lo[i]),
-                    (unsigned long long)tok, (unsigned long long)sampler_size(s->smp[i]));
+                    (unsigned long long)tok, (unsigned long long)(s->nconcat ? (s->hi[i] - s->lo[i]) : sampler_size(s->smp[i])));
             if (s->blended) fprintf(f, ", weight %.6g", s->w[i]);
             if (s->blended && d->weighted[j])
                 fprintf(f, ", target %llu, buffer %llu", (unsigned long long)s->target[i], (unsigned long long)s->buffer[i]);

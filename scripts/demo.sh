@@ -11,7 +11,7 @@ bash scripts/setup_corpus.sh
 out=runs/demo
 mkdir -p "$out"
 ./gdn train --config configs/tiny.yaml --train_data_path .assets/data/corpus_text_document \
-  --train_iters "${ITERS:-150}" --save "$out/ckpt" --log_interval 20 "$@"
+  --train_iters "${ITERS:-150}" --save "$out/ckpt" --load "$out/ckpt" --log_interval 20 "$@" # re-runs resume
 ./gdn score --load "$out/ckpt" --data .assets/data/corpus_text_document --seq-length 128 --max-samples 64 --device cpu
 if ./gdn verify --help >/dev/null 2>&1; then
   ./gdn verify --load "$out/ckpt" --tokenizer .assets/llama3/tokenizer.json --device cpu || true  # a 300-step toy is not expected to PASS

@@ -55,14 +55,46 @@ check "train valid" data_path="1.0 $tmp/D" split=90,10 seq_length=16 train_iters
 # per-split lists: each prefix whole; one prefix ignores its weight
 check "train valid test" train_data_path="1 $tmp/A 3 $tmp/B" valid_data_path="$tmp/C" test_data_path="2 $tmp/D" \
   seq_length=8 train_iters=12 global_batch_size=4 eval_interval=4 eval_iters=2
+# data_order fla: several prefixes are read as one concatenated dataset (FLA's shuffle and randperm over all chunks)
+/usr/bin/python3 - "$tmp" <<'PY'
+import struct, sys
+def mk(prefix, seqs):
+    toks = [t for s in seqs for t in s]
+    with open(prefix + '.bin', 'wb') as f:
+        f.write(struct.pack('<%di' % len(toks), *toks))
+    n = len(seqs)
+    with open(prefix + '.idx', 'wb') as f:
+        f.write(b'MMIDIDX\x00\x00' + struct.pack('<Q', 1) + bytes([4]) + struct.pack('<QQ', n, n + 1))
+        f.write(struct.pack('<%di' % n, *[len(s) for s in seqs]))
+        f.write(struct.pack('<%dq' % n, *[4 * 16 * i for i in range(n)]))
+        f.write(struct.pack('<%dq' % (n + 1), *range(n + 1)))
+a = [[(i * 7 + t) % 1000 for t in range(16)] for i in range(30)]
+b = [[(500 + i * 11 + t) % 1000 for t in range(16)] for i in range(17)]
+mk(sys.argv[1] + '/F1', a); mk(sys.argv[1] + '/F2', b); mk(sys.argv[1] + '/FC', a + b)
+PY
+fla=(--data_order fla --seq_length 16 --train_iters 30 --global_batch_size 4 --set train)
+./gdn dataset samples "${fla[@]}" --train_data_path "$tmp/F1 $tmp/F2" > "$tmp/f12.txt"
+./gdn dataset samples "${fla[@]}" --train_data_path "$tmp/FC" > "$tmp/fc.txt"
+test "$(wc -l < "$tmp/fc.txt")" = 47 && cmp "$tmp/f12.txt" "$tmp/fc.txt"
+# half-to-even rounding of the split bookends (spec: split 1,1 of 5 sequences -> train [0,2), valid [2,5))
+py $ref write "$tmp/E" 5 30 60 5
+check "train valid" data_path="$tmp/E" split=1,1 seq_length=8 train_iters=4 global_batch_size=2 eval_iters=1
+./gdn dataset info --data_path "$tmp/E" --split 1,1 --seq_length 8 --train_iters 4 --global_batch_size 2 --eval_iters 1 > "$tmp/e.txt"
+grep -q "E: sequences \[0, 2) = 2" "$tmp/e.txt" && grep -q "E: sequences \[2, 5) = 3" "$tmp/e.txt" && grep -q "^test: none" "$tmp/e.txt"
+# YAML lists for the data keys: the same sets as the string form
+printf 'data_path: [30, %s, 70, %s]\nsplit: "969,30,1"\nseq_length: 8\ntrain_iters: 10\nglobal_batch_size: 4\neval_interval: 5\neval_iters: 2\n' \
+  "$tmp/A" "$tmp/B" > "$tmp/list.yaml"
+./gdn dataset info --config "$tmp/list.yaml" > "$tmp/info_yaml.txt"
 # errors: split with per-split lists; an empty split range; fla order with a blend
 err() { if out=$(./gdn dataset info "$@" 2>&1); then echo "expected a failure: $*"; exit 1; fi; grep -q "$expect" <<<"$out" || { echo "want '$expect', got: $out"; exit 1; }; }
 expect="incompatible" err --train_data_path "$tmp/A" --split 9,1 --seq_length 8
 expect="valid split of its 40 sequences is empty" err --data_path "$tmp/C" --split 999,1,0 --seq_length 8 --eval_iters 1
 expect="data_order fla" err --data_path "$tmp/A $tmp/B" --data_order fla --seq_length 8
+expect="no weights" err --train_data_path "1 $tmp/F1 1 $tmp/F2" --data_order fla --seq_length 16
 # info names every set's prefixes, ranges and samples
 ./gdn dataset info --data_path "30 $tmp/A 70 $tmp/B" --split 969,30,1 --seq_length 8 --train_iters 10 \
   --global_batch_size 4 --eval_interval 5 --eval_iters 2 > "$tmp/info.txt"
 grep -q "valid: 24 samples requested, 25 in the weighted blend" "$tmp/info.txt"
 grep -q "A: sequences \[969, 999) = 30, .*target 8, buffer 9" "$tmp/info.txt"
-echo "blend and split: $n items equal to the Python reference over 8 configurations"
+cmp "$tmp/info.txt" "$tmp/info_yaml.txt"
+echo "blend and split: $n items equal to the Python reference over 9 configurations (+ FLA concatenation, YAML lists)"

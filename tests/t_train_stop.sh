@@ -34,6 +34,17 @@ fi
 test -f "$tmp/sig/iter_$(printf %07d "$k")/DONE"
 ./gdn train "${common[@]}" --save "$tmp/sig" --load "$tmp/sig" > "$tmp/sig2.log"
 grep -q "resuming from .* at iteration $k" "$tmp/sig2.log"
+# ---- 2 data-parallel ranks: SIGTERM to the process group (as Slurm and Ctrl-C send it); the launcher waits
+./gdn train "${common[@]}" --nproc_per_node 2 --save "$tmp/dpref" > "$tmp/dpref.log"
+setsid ./gdn train "${common[@]}" --nproc_per_node 2 --save "$tmp/dp" > "$tmp/dp1.log" 2>&1 & pid=$!
+wait_for "$tmp/dp1.log" "iteration  *1/"
+sleep "0.$((RANDOM % 4))$((RANDOM % 10))"
+kill -TERM -- -$pid
+rc=0; wait $pid || rc=$?; pid=
+test $rc = 0 || { echo "2 ranks, SIGTERM: exit status $rc"; cat "$tmp/dp1.log"; exit 1; }
+kdp=$(cat "$tmp/dp/latest_checkpointed_iteration.txt")
+grep -q "exiting program after receiving signal 15 (SIGTERM) at iteration $kdp$" "$tmp/dp1.log"
+./gdn train "${common[@]}" --nproc_per_node 2 --save "$tmp/dp" --load "$tmp/dp" > "$tmp/dp2.log"
 # ---- exit_duration_in_mins: saves and stops (0.04 min = 2.4 s, well before 5000 iterations)
 ./gdn train "${common[@]}" --train_iters 5000 --exit_duration_in_mins 0.04 --save "$tmp/dur" > "$tmp/dur.log"
 d=$(cat "$tmp/dur/latest_checkpointed_iteration.txt")
@@ -60,7 +71,7 @@ done
 test "$(cat "$tmp/loop/latest_checkpointed_iteration.txt")" = 60
 test $warned -ge 1
 cat "$tmp"/loop*.log | grep -q "resuming from $tmp/loop/iter_" # at least one restart picked up a checkpoint
-/usr/bin/python3 - "$tmp" "$k" "$kills" "$runs" <<'PY'
+/usr/bin/python3 - "$tmp" "$k" "$kills" "$runs" "$kdp" <<'PY'
 import json, sys
 sys.path.insert(0, 'tests/ref')
 from st import tensors_raw as tensors
@@ -74,13 +85,18 @@ def losses(path):  # the last row of each iteration (a restarted run appends the
     return out
 ref = losses(f'{tmp}/ref/metrics.jsonl')
 assert sorted(ref) == list(range(1, 61)), sorted(ref)
-for d in ('sig', 'loop'):
+for d in ('sig', 'loop', 'dp'):
+    if d == 'dp':
+        ref = losses(f'{tmp}/dpref/metrics.jsonl')
+        d0 = 'dpref'
+    else:
+        d0 = 'ref'
     got = losses(f'{tmp}/{d}/metrics.jsonl')
     assert got == ref, (d, [(i, ref[i], got.get(i)) for i in ref if ref[i] != got.get(i)][:5])
     for f in ('model.safetensors', 'optimizer.safetensors'):
-        ta, tb = tensors(f'{tmp}/ref/iter_0000060/{f}'), tensors(f'{tmp}/{d}/iter_0000060/{f}')
+        ta, tb = tensors(f'{tmp}/{d0}/iter_0000060/{f}'), tensors(f'{tmp}/{d}/iter_0000060/{f}')
         assert ta.keys() == tb.keys() and len(ta) > 0
         assert not [n for n in ta if ta[n] != tb[n]], (d, f)
-print(f'SIGTERM at iteration {k}: resumed run identical to the straight one (60 losses, weights, AdamW state); '
+print(f'SIGTERM at iteration {k} (2 ranks: at {sys.argv[5]}): resumed runs identical to the straight one (60 losses, weights, AdamW state); '
       f'restart loop: {kills} kill -9 over {runs} runs of one command, identical')
 PY

@@ -4,18 +4,33 @@
 
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/common.h"
 
 static volatile sig_atomic_t got_signal;
 static double t_start;
 
+// A caught signal must never leave a rank running for good (e.g. the launcher's SIGTERM after another rank
+// failed, while this one waits for it in a collective): the default SIGALRM ends it after a grace period.
+enum { STOP_GRACE_S = 120 };
+
 static void on_signal(int sig) {
-    if (!got_signal) got_signal = sig;
+    if (!got_signal) {
+        got_signal = sig;
+        alarm(STOP_GRACE_S);
+    }
+}
+
+void stop_prepare(const Config *c) {
+    t_start = now_sec();
+    if (!c->exit_signal_handler || c->nproc_per_node <= 1) return;
+    // the launcher of data-parallel ranks keeps waiting for them: the ranks take the signal, save and exit
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
 }
 
 void stop_install(const Config *c) {
-    t_start = now_sec();
     if (!c->exit_signal_handler) return;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

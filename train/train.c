@@ -80,10 +80,11 @@ int cmd_train(int argc, char **argv) {
     char err[ERR_LEN];
     if (config_validate(&c, err, sizeof err)) die("%s", err);
     if (!c.train_data_path[0] && !c.data_path[0]) die("train_data_path is not set (a Megatron .bin/.idx prefix; see gdn prepare)");
-    stop_install(&c); // issue 18: graceful stops (before the ranks fork: they inherit it)
+    stop_prepare(&c); // issue 18: graceful stops (the start time, before the ranks fork)
     // data parallel: from here on this is one of nproc_per_node ranks (the launcher waits in dist_launch)
     Dist dist;
     dist_launch(&dist, c.nproc_per_node);
+    stop_install(&c);
     const int W = dist.world, R = dist.rank, lead = R == 0;
 
     // ---- resume / finetune: model shape must match
@@ -147,6 +148,7 @@ int cmd_train(int argc, char **argv) {
         if (W > 1) printf(" x %d data-parallel ranks (%s)", W, dist.nccl ? "NCCL" : "shared memory");
         printf("\n");
     }
+    if (lead && (c.data_path[0] || c.valid_data_path[0] || c.test_data_path[0] || strchr(c.train_data_path, ' '))) datasets_describe(data, stdout);
     if (lead && iter_dir[0]) printf("gdn train: %s from %s at iteration %lld\n", c.finetune ? "finetuning" : "resuming", iter_dir, (long long)st.iteration);
     fflush(stdout);
 
