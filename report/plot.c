@@ -49,7 +49,10 @@ static void draw(cairo_t *cr, const char *title, const char *xlabel, const char 
     }
     if (!isfinite(xmin)) xmin = 0, xmax = 1, ymin = 0, ymax = 1;
     if (xmax <= xmin) xmax = xmin + 1;
-    if (ymax <= ymin) { double d = fabs(ymin) * 0.05 + 1e-12; ymin -= d; ymax += d; }
+    if (ymax - ymin <= 1e-9 * fmax(fabs(ymin), fabs(ymax))) { // flat (a constant LR, up to rounding)
+        double d = fabs(ymin) * 0.05 + 1e-12;
+        ymin -= d; ymax += d;
+    }
     double pad = (ymax - ymin) * 0.04;
     ymin -= pad; ymax += pad;
 #define SX(v) (x0 + ((v) - xmin) / (xmax - xmin) * (x1 - x0))
@@ -63,7 +66,9 @@ static void draw(cairo_t *cr, const char *title, const char *xlabel, const char 
     // grid and tick labels
     cairo_set_line_width(cr, 1);
     double ys = tick_step(ymin, ymax, 6), xs = tick_step(xmin, xmax, 8);
-    for (double v = ceil(ymin / ys) * ys; v <= ymax; v += ys) {
+    double ky = ceil(ymin / ys), kx = ceil(xmin / xs); // integer multiples: no float drift, no endless loop
+    for (int k = 0; k < 40 && (ky + k) * ys <= ymax; k++) {
+        double v = (ky + k) * ys;
         cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
         cairo_move_to(cr, x0, SY(v)); cairo_line_to(cr, x1, SY(v)); cairo_stroke(cr);
         fmt_tick(s, sizeof s, v, ys);
@@ -71,7 +76,8 @@ static void draw(cairo_t *cr, const char *title, const char *xlabel, const char 
         cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
         cairo_move_to(cr, x0 - 8 - te.width, SY(v) + te.height / 2); cairo_show_text(cr, s);
     }
-    for (double v = ceil(xmin / xs) * xs; v <= xmax; v += xs) {
+    for (int k = 0; k < 40 && (kx + k) * xs <= xmax; k++) {
+        double v = (kx + k) * xs;
         cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
         cairo_move_to(cr, SX(v), y0); cairo_line_to(cr, SX(v), y1); cairo_stroke(cr);
         fmt_tick(s, sizeof s, v, xs);

@@ -69,6 +69,8 @@ void report_stats(const Series *run, const Series *ref, RunStats *st) {
 
 static void default_iters(const Series *s, long *out, int *n) {
     long last = s->p[s->n - 1].it, base[4] = {1, 100, 500, 1000};
+    for (size_t i = s->n; i-- > 0;) // the last iteration with a loss (an LR-only point may follow, series.c)
+        if (!isnan(s->p[i].loss)) { last = s->p[i].it; break; }
     *n = 0;
     for (int i = 0; i < 4 && base[i] < last; i++) out[(*n)++] = base[i];
     for (long it = 2000; it < last && *n < 62; it += 1000) out[(*n)++] = it;
@@ -138,24 +140,54 @@ static void write_table(FILE *f, Series *runs, int nruns, const Series *ref, con
     }
 }
 
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
 static void json_report(FILE *f, Series *runs, int nruns, const Series *ref, const long *iters, int ni, const RunStats *st) {
-    fprintf(f, "{\"gdn_version\": \"%s\", \"reference\": %s%s%s, \"runs\": [", gdn_version, ref ? "\"" : "", ref ? ref->name : "null", ref ? "\"" : "");
+    fprintf(f, "{\"gdn_version\": ");
+    json_str(f, gdn_version);
+    fprintf(f, ", \"reference\": ");
+    if (ref) json_str(f, ref->name);
+    else fprintf(f, "null");
+    fprintf(f, ", \"runs\": [");
     for (int r = 0; r < nruns; r++) {
         const RunStats *s = &st[r];
-        fprintf(f, "%s\n  {\"name\": \"%s\", \"kind\": \"%s\", \"first_crossover\": %ld, \"crosses_below\": %d, ", r ? "," : "",
-                runs[r].name, runs[r].kind, s->first_cross, s->cross_below);
+        fprintf(f, "%s\n  {\"name\": ", r ? "," : "");
+        json_str(f, runs[r].name);
+        fprintf(f, ", \"kind\": \"%s\", \"first_crossover\": %ld, \"crosses_below\": %d, ", runs[r].kind, s->first_cross, s->cross_below);
         fprintf(f, "\"mean_ms_per_iter\": %.9g, \"tokens_per_s_per_gpu\": %.9g, \"wall_s\": %.9g, \"rows\": [",
                 isnan(s->mean_ms) ? -1 : s->mean_ms, isnan(s->mean_tok_s_gpu) ? -1 : s->mean_tok_s_gpu, isnan(s->wall_s) ? -1 : s->wall_s);
         for (int k = 0; k < ni; k++) {
             int ex, exb = 0;
             double a = series_at(&runs[r], report_loss_field(&runs[r]), iters[k], &ex);
             double b = ref ? series_at(ref, report_loss_field(ref), iters[k], &exb) : NAN;
-            fprintf(f, "%s{\"iteration\": %ld, \"loss\": %.9g, \"ref_loss\": %.9g, \"delta_pct\": %.9g}", k ? ", " : "", iters[k],
-                    isnan(a) ? -1 : a, isnan(b) ? -1 : b, isnan(a) || isnan(b) ? 0 : (a - b) / b * 100);
+            double lr = series_at(&runs[r], offsetof(Point, lr), iters[k], &ex);
+            fprintf(f, "%s{\"iteration\": %ld, \"loss\": %.9g, \"ref_loss\": %.9g, \"delta_pct\": %.9g, \"lr\": %.9g}", k ? ", " : "",
+                    iters[k], isnan(a) ? -1 : a, isnan(b) ? -1 : b, isnan(a) || isnan(b) ? 0 : (a - b) / b * 100, isnan(lr) ? -1 : lr);
         }
         fprintf(f, "]}");
     }
     fprintf(f, "\n]}\n");
+}
+
+// More points than the plot has pixels only slow the drawing (50k iterations: seconds) and draw a band of
+// noise: above max points, each of max buckets becomes its mean point. Returns the new count (in place).
+static size_t decimate(double *x, double *y, size_t m, size_t max) {
+    if (m <= max) return m;
+    for (size_t b = 0; b < max; b++) {
+        size_t i0 = b * m / max, i1 = (b + 1) * m / max;
+        double sx = 0, sy = 0;
+        for (size_t i = i0; i < i1; i++) { sx += x[i]; sy += y[i]; }
+        x[b] = sx / (double)(i1 - i0); y[b] = sy / (double)(i1 - i0);
+    }
+    return max;
 }
 
 static int write_plots(const char *dir, Series *all, int n, char *err, size_t errlen) {
@@ -182,6 +214,7 @@ static int write_plots(const char *dir, Series *all, int n, char *err, size_t er
                     x[m] = (double)all[s].p[i].it; y[m++] = v;
                 }
                 if (!m) { free(x); continue; }
+                m = decimate(x, y, m, 2000);
                 memmove(x + m, y, m * sizeof(double)); // y right after the m x values
                 snprintf(labels[nl], sizeof labels[nl], "%s%s", all[s].name, pass ? " (validation)" : "");
                 bufs[nl] = x;

@@ -62,7 +62,7 @@ int cmd_report(int argc, char **argv) {
     if (!nruns) die("report: no RUN given (gdn report --help)");
     char err[ERR_LEN];
     if (report_build(runs, nruns, ref, out, &o, stdout, err, sizeof err)) die("report: %s", err);
-    if (out) printf("\ngdn report: wrote %s/index.html (plots: loss, lr, grad_norm, throughput .png/.svg)\n", out);
+    if (out) printf("\ngdn report: wrote %s/index.html\n", out);
     free(runs);
     return 0;
 }

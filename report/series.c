@@ -19,27 +19,38 @@ static Point *add(Series *s, long it) {
     return p;
 }
 
+typedef struct {
+    Point p;
+    size_t seq;
+} Keyed;
 static int cmp_it(const void *a, const void *b) {
-    long x = ((const Point *)a)->it, y = ((const Point *)b)->it;
-    return (x > y) - (x < y);
+    const Keyed *x = a, *y = b;
+    if (x->p.it != y->p.it) return (x->p.it > y->p.it) - (x->p.it < y->p.it);
+    return (x->seq > y->seq) - (x->seq < y->seq);
 }
-// Sorts by iteration (stable: later rows win) and merges rows of one iteration field by field.
+// Sorts by iteration (file order within one: later rows win) and merges the rows of one iteration field by field.
 static void merge(Series *s) {
-    for (size_t i = 0; i < s->n; i++) s->p[i].it = s->p[i].it * 1048576 + (long)i; // stable order key
-    qsort(s->p, s->n, sizeof(Point), cmp_it);
+    Keyed *k = xmalloc((s->n ? s->n : 1) * sizeof(Keyed));
+    for (size_t i = 0; i < s->n; i++) k[i] = (Keyed){s->p[i], i};
+    qsort(k, s->n, sizeof(Keyed), cmp_it);
     size_t o = 0;
     for (size_t i = 0; i < s->n; i++) {
-        Point q = s->p[i];
-        q.it /= 1048576;
-        if (o && s->p[o - 1].it == q.it) {
-            double *dst = &s->p[o - 1].loss, *src = &q.loss;
+        if (o && s->p[o - 1].it == k[i].p.it) {
+            double *dst = &s->p[o - 1].loss, *src = &k[i].p.loss;
             for (int f = 0; f < 7; f++)
                 if (!isnan(src[f])) dst[f] = src[f];
-        } else s->p[o++] = q;
+        } else s->p[o++] = k[i].p;
     }
+    free(k);
     s->n = o;
     for (size_t i = 0; i < s->n; i++) // a log line's loss stands in where no per-iteration loss exists
         if (isnan(s->p[i].loss)) s->p[i].loss = s->p[i].loss_log;
+}
+
+// Megatron and HF log the rate after the scheduler step, i.e. the one step it+1 uses; ours is the rate the step
+// used. One convention on the plots: theirs moves to it+1 (spec data.md §6.1).
+static void next_step_lr(Series *s, long it, double lr) {
+    if (!isnan(lr)) add(s, it + 1)->lr = lr; // moves s->p: callers use no Point pointer after this
 }
 
 static double num(const cJSON *o, const char *key) {
@@ -77,8 +88,9 @@ static int take_row(Series *s, const cJSON *r, double div) {
     double rt = num(r, "train_runtime");
     if (!isnan(rt)) { s->wall_s = rt; return 1; }
     Point *p = add(s, (long)step);
-    p->loss_log = num(r, "loss") / div; p->gnorm = num(r, "grad_norm") / div; p->lr = num(r, "learning_rate");
+    p->loss_log = num(r, "loss") / div; p->gnorm = num(r, "grad_norm") / div;
     p->tok_s_gpu = num(r, "throughput"); p->valid = num(r, "eval_loss") / div;
+    next_step_lr(s, (long)step, num(r, "learning_rate"));
     return 1;
 }
 
@@ -144,7 +156,8 @@ static int load_text(Series *s, const char *path, char *text, const LoadOpts *o,
             if (end == ip + 10 || *end != '/') return set_err(err, errlen, "%s:%ld: a training log line without 'iteration N/M'", path, nline);
             Point *p = add(s, it);
             p->loss_log = after(line, "lm loss:");
-            p->lr = after(line, "learning rate:");
+            int ours = strstr(line, "| ETA: ") != NULL; // ours print the rate the step used
+            if (ours) p->lr = after(line, "learning rate:");
             p->gnorm = after(line, "grad norm:");
             p->ms = after(line, "elapsed time per iteration (ms):");
             p->tok_s_gpu = after(line, "(tokens/s/GPU):");
@@ -157,6 +170,7 @@ static int load_text(Series *s, const char *path, char *text, const LoadOpts *o,
                 if (isnan(t_first)) t_first = t, ms_first = p->ms;
                 t_last = t;
             }
+            if (!ours) next_step_lr(s, it, after(line, "learning rate:")); // last: add() may move p
             n_meg++;
             continue;
         }
@@ -175,8 +189,9 @@ static int load_text(Series *s, const char *path, char *text, const LoadOpts *o,
             if (!isnan(loss)) n_hf++;
             Point *p = add(s, n_hf * o->hf_logging_steps);
             p->loss_log = loss / o->hf_loss_div; p->valid = ev / o->hf_loss_div;
-            p->gnorm = dict_num(d, "grad_norm") / o->hf_loss_div; p->lr = dict_num(d, "learning_rate");
+            p->gnorm = dict_num(d, "grad_norm") / o->hf_loss_div;
             p->tok_s_gpu = dict_num(d, "throughput");
+            next_step_lr(s, n_hf * o->hf_logging_steps, dict_num(d, "learning_rate"));
         }
     }
     if (!s->n) return set_err(err, errlen, "%s: no training log lines found (Megatron 'iteration N/M | ... lm loss:' or HF dicts)", path);
@@ -250,17 +265,23 @@ void series_free(Series *s) {
     s->n = s->cap = 0;
 }
 
+static double field_of(const Point *p, size_t field) { return *(const double *)((const char *)p + field); }
+
 double series_at(const Series *s, size_t field, long it, int *exact) {
     *exact = 0;
-    const Point *lo = NULL, *hi = NULL;
-    for (size_t i = 0; i < s->n; i++) {
-        double v = *(const double *)((const char *)&s->p[i] + field);
-        if (isnan(v)) continue;
-        if (s->p[i].it <= it) lo = &s->p[i];
-        if (s->p[i].it >= it) { hi = &s->p[i]; break; }
+    size_t a = 0, b = s->n; // first point with p.it >= it (points are sorted and unique)
+    while (a < b) {
+        size_t m = (a + b) / 2;
+        if (s->p[m].it < it) a = m + 1;
+        else b = m;
     }
+    const Point *hi = NULL, *lo = NULL;
+    for (size_t i = a; i < s->n && !hi; i++)
+        if (!isnan(field_of(&s->p[i], field))) hi = &s->p[i];
+    if (hi && hi->it == it) { *exact = 1; return field_of(hi, field); }
+    for (size_t i = a; i-- > 0 && !lo;)
+        if (!isnan(field_of(&s->p[i], field))) lo = &s->p[i];
     if (!lo || !hi) return NAN;
-    double a = *(const double *)((const char *)lo + field), b = *(const double *)((const char *)hi + field);
-    if (lo->it == it) { *exact = 1; return a; }
-    return a + (b - a) * (double)(it - lo->it) / (double)(hi->it - lo->it);
+    double x = field_of(lo, field), y = field_of(hi, field);
+    return x + (y - x) * (double)(it - lo->it) / (double)(hi->it - lo->it);
 }

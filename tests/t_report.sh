@@ -53,10 +53,19 @@ cat "$tmp/table.txt"
 ./gdn report "$tmp/trainer_log.jsonl" --vs "$tmp/trainer_log.jsonl" --hf_loss_div 4 --iters 10,15,20 > "$tmp/table3.txt"
 grep -q '| 15 | 7.0000\* | 7.0000\* | +0.00 |' "$tmp/table3.txt"   # (8 x 3.5) / 4, interpolated between 10 and 20
 grep -q 'divided by 4' "$tmp/table3.txt"
+./gdn report "$tmp/megatron.log" --iters 101,1201 --out "$tmp/rep4" > /dev/null
 if ./gdn report "$tmp/nonexistent" 2> "$tmp/err.txt"; then echo "a missing run should fail"; exit 1; fi
 grep -q "nonexistent: no such file" "$tmp/err.txt"
 if ./gdn report "$tmp/megatron.log" --iters 1,x 2> "$tmp/err.txt"; then echo "a bad --iters should fail"; exit 1; fi
 grep -q -- "--iters: expected an integer" "$tmp/err.txt"
+# 50000 iterations at a constant LR: the plots average them into 2000 points of 25, whose LR then differs by an ulp
+# (this once drew tick labels forever)
+/usr/bin/python3 -c "
+import json, sys
+with open(sys.argv[1], 'w') as f:
+    for i in range(1, 50001): f.write(json.dumps({'iteration': i, 'lm_loss': 3 + 1 / i, 'lr': 1e-4}) + '\\n')
+" "$tmp/flat.jsonl"
+timeout 60 ./gdn report "$tmp/flat.jsonl" --vs "$tmp/trainer_log.jsonl" --out "$tmp/rep3" > /dev/null   # its LR: exactly 1e-4
 shot=$tmp/shot.png
 timeout 120 /usr/bin/chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
   --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$(mktemp -d -p "$tmp")" \
@@ -100,6 +109,9 @@ assert abs(m['wall_s'] - (12 * 145 + 5.0)) < 1e-6, m['wall_s']
 table = open(f'{tmp}/table.txt').read()
 assert 'iteration 700 (goes below)' in table and 'divided by 8' in table, table
 assert '| 1 | - | 10.3431 | - |' in table, table
+# one LR convention (the rate a step used): Megatron's line at 100 prints the rate of step 101
+lr = {r['iteration']: r['lr'] for r in json.load(open(f'{tmp}/rep4/report.json'))['runs'][0]['rows']}
+assert lr == {101: float(f'{1e-4 * 100 / 1200:.6E}'), 1201: float(f'{1e-4:.6E}')}, lr
 # HF stdout dicts: steps 32, 64; loss / 8; string-valued floats; train_runtime as the wall time
 rep2 = json.load(open(f'{tmp}/rep2/report.json'))['runs'][0]
 assert [(r['iteration'], round(r['loss'], 6)) for r in rep2['rows']] == [(32, round(95.7232 / 8, 6)), (64, round(80.5 / 8, 6))], rep2
@@ -112,6 +124,8 @@ for name in ('loss', 'lr', 'grad_norm', 'throughput'):
     root = ET.parse(f'{tmp}/rep/{name}.svg').getroot()
     assert root.tag.endswith('svg') and root.get('width').startswith('960'), (name, root.tag, root.attrib)
     assert len(list(root.iter())) > 50, name
+w_, h_, bpp, rows = png.decode(f'{tmp}/rep3/lr.png')
+assert (w_, h_) == (960, 540) and png.colours(rows, bpp)[0] > 50
 html = open(f'{tmp}/rep/index.html').read()
 assert html.count('data:image/svg+xml;base64,') == 4 and '<table>' in html and 'src="http' not in html
 w_, h_, bpp, rows = png.decode(f'{tmp}/shot.png')

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../report/report.h"
 #include "../util/common.h"
@@ -20,13 +22,14 @@ struct RunLog {
     FILE *metrics;
     char mpath[1100];
     TbWriter *tb;
-    long it0, iters_timed;
+    long it0, iters_timed, iters_first;
     int world, gpu;
     double flops_tok, flops_tok_gdn;
-    double t_start, t_report, timed_s; // timed_s: summed interval time (checkpoints excluded)
+    double t_start, t_report, timed_s, first_s; // summed interval time (checkpoints excluded), the first's
     double last_loss, best_valid, final_valid;
     int n_valid;
     char last_ckpt[1200];
+    pid_t child; // the report refresh in progress
 };
 
 void format_hms(char *out, size_t n, double s) {
@@ -119,19 +122,28 @@ static void timestamp(char *out, size_t n) {
     snprintf(out + k, n - k, ".%06ld", (long)tv.tv_usec);
 }
 
+// The report is built in a forked child, so plotting never holds up training (a 50k-iteration JSONL takes
+// about a second to plot); a refresh is skipped while the previous one still runs. The last one (force) waits.
 static void refresh_report(RunLog *r, int force) {
-    // at most every 10 s: plotting is cheap but not free at log_interval 1
-    if (!r->c->report_dir[0] || !r->mpath[0] || (!force && now_sec() - r->t_report < 10)) return;
+    if (!r->c->report_dir[0] || !r->mpath[0]) return;
+    if (r->child > 0 && waitpid(r->child, NULL, force ? 0 : WNOHANG) == r->child) r->child = 0;
+    if (r->child > 0 || (!force && now_sec() - r->t_report < 10)) return;
     r->t_report = now_sec();
     if (r->metrics) fflush(r->metrics);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = force ? 0 : fork();
+    if (pid > 0) { r->child = pid; return; }
+    // child (or the final refresh in the trainer itself): no CUDA, no MPI, only files
     ReportOpts o;
     report_opts_default(&o);
     o.quiet = 1;
-    o.live = 1;
+    o.live = !force;
     const char *runs[1] = {r->mpath};
     char err[ERR_LEN];
-    if (report_build(runs, 1, NULL, r->c->report_dir, &o, NULL, err, sizeof err))
-        fprintf(stderr, "gdn train: warning: report page not refreshed: %s\n", err);
+    int rc = report_build(runs, 1, NULL, r->c->report_dir, &o, NULL, err, sizeof err);
+    if (rc) fprintf(stderr, "gdn train: warning: report page not refreshed: %s\n", err);
+    if (pid == 0 && !force) _exit(rc ? 1 : 0);
 }
 
 void runlog_interval(RunLog *r, long it, double ms, double loss_avg, double lr, double gnorm) {
@@ -140,9 +152,13 @@ void runlog_interval(RunLog *r, long it, double ms, double loss_avg, double lr, 
     long n = it - (r->it0 + r->iters_timed);
     r->iters_timed += n;
     r->timed_s += ms * 1e-3 * n;
+    if (!r->iters_first) r->iters_first = n, r->first_s = ms * 1e-3 * n;
     double rank_tok = (double)c->global_batch_size * c->seq_length / r->world, tok_s = rank_tok / (ms / 1e3);
     double tflops = r->flops_tok * rank_tok / (ms / 1e3) / 1e12, tflops_gdn = r->flops_tok_gdn * rank_tok / (ms / 1e3) / 1e12;
-    double elapsed = now_sec() - r->t_start, eta = (c->train_iters - it) * (r->timed_s / r->iters_timed);
+    // ETA from the mean step time, without the first interval (start-up, warm-up) once there are others
+    long n_eta = r->iters_timed - r->iters_first;
+    double per_it = n_eta > 0 ? (r->timed_s - r->first_s) / n_eta : r->timed_s / r->iters_timed;
+    double elapsed = now_sec() - r->t_start, eta = (c->train_iters - it) * per_it;
     char ts[64], el[32], et[32];
     timestamp(ts, sizeof ts);
     format_hms(el, sizeof el, elapsed);
