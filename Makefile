@@ -18,6 +18,7 @@ endif
 # DEPS=dir: headers and libraries unpacked there (scripts/device_deps.sh), found at build and run time
 ifneq ($(DEPS),)
   CFLAGS  += -I$(DEPS)/include
+  CXXFLAGS += -I$(DEPS)/include
   LDLIBS  += -L$(DEPS)/lib -Wl,-rpath,$(abspath $(DEPS))/lib -Wl,--disable-new-dtags # RPATH: libgloo's own deps too
 endif
 # Hopper: sm_90a machine code (wgmma/TMA capable) plus sm_90 PTX for forward compatibility.
