@@ -38,6 +38,7 @@ void cpu_embedding_bwd(float *dE, const void *dx, const int32_t *ids, int N, int
 void cpu_swiglu_fwd(void *y, const void *gu, int N, int F);
 void cpu_swiglu_bwd(void *dgu, const void *dy, const void *gu, int N, int F);
 void cpu_sum(float *out, const float *x, size_t n);
+void cpu_doc_starts(int32_t *doc_start, const int32_t *ids, int B, int T, int32_t eod);
 void cpu_sumsq(float *out, const float *x, size_t n);
 
 // ---- norms (cpu/norms.c)
@@ -67,9 +68,9 @@ void cpu_matmul_bwd(void *dx, int lddx, float *dW, const void *dy, int lddy, con
 
 // ---- causal depthwise conv + SiLU (cpu/conv.c)
 void cpu_conv_silu_fwd(void *y, int ldy, const void *x, int ldx, const float *w, const float *state_in,
-                       float *state_out, int B, int T, int D, int K);
+                       float *state_out, int B, int T, int D, int K, const int32_t *doc_start);
 void cpu_conv_silu_bwd(void *dx, int lddx, float *dw, const void *dy, int lddy, const void *x, int ldx,
-                       const float *w, int B, int T, int D, int K);
+                       const float *w, int B, int T, int D, int K, const int32_t *doc_start);
 
 // ---- beta / gate (cpu/gate.c)
 void cpu_gate_fwd(float *beta, float *gamma, const void *b, const void *a, int ld, const float *A_log,
@@ -83,11 +84,11 @@ void cpu_gate_bwd(void *db, void *da, int ld, float *dA_log, float *ddt_bias, co
 // recomputes them when it is NULL.
 void cpu_delta_rule_fwd(void *o, int ldo, void *h_save, float *state, const void *q, const void *k, int ldqk,
                         const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H, int HV,
-                        int dk, int dv, float scale);
+                        int dk, int dv, float scale, const int32_t *doc_start);
 void cpu_delta_rule_bwd(void *dQ, void *dK, int lddqk, void *dV, int lddv, float *dbeta, float *dgamma,
                         const void *do_, int lddo, const void *h_save, const void *q, const void *k, int ldqk,
                         const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H, int HV,
-                        int dk, int dv, float scale);
+                        int dk, int dv, float scale, const int32_t *doc_start);
 
 // ---- gated delta rule, token-by-token recurrence of spec model.md §2.4 (cpu/delta_rule_recurrent.c).
 // Same signatures and results as the chunked pair (to fp32 rounding). The forward fills h_save when it
@@ -95,11 +96,11 @@ void cpu_delta_rule_bwd(void *dQ, void *dK, int lddqk, void *dV, int lddv, float
 // uses h_save as checkpoints when given and recomputes them otherwise.
 void cpu_delta_rule_recurrent_fwd(void *o, int ldo, void *h_save, float *state, const void *q, const void *k,
                                   int ldqk, const void *v, int ldv, const float *beta, const float *gamma, int B,
-                                  int T, int H, int HV, int dk, int dv, float scale);
+                                  int T, int H, int HV, int dk, int dv, float scale, const int32_t *doc_start);
 void cpu_delta_rule_recurrent_bwd(void *dQ, void *dK, int lddqk, void *dV, int lddv, float *dbeta, float *dgamma,
                                   const void *do_, int lddo, const void *h_save, const void *q, const void *k,
                                   int ldqk, const void *v, int ldv, const float *beta, const float *gamma, int B,
-                                  int T, int H, int HV, int dk, int dv, float scale);
+                                  int T, int H, int HV, int dk, int dv, float scale, const int32_t *doc_start);
 
 // Shared by both delta-rule forms (cpu/delta_rule_recurrent.c): shape checks, and the dq/dk group sums.
 void cpu_delta_check_dims(const char *op, int B, int T, int H, int HV, int dk, int dv);

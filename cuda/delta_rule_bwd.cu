@@ -574,9 +574,10 @@ template <typename T>
 static void cu_delta_rule_bwd(void *dq, void *dk, int lddqk, void *dv, int lddv, float *dbeta, float *dgamma,
                               const void *do_, int lddo, const void *h_save, const void *q, const void *k, int ldqk,
                               const void *v, int ldv, const float *beta, const float *gamma, int B, int T_, int H,
-                              int HV, int dk_, int dv_, float scale) {
+                              int HV, int dk_, int dv_, float scale, const int32_t *doc_start) {
     CU_REQUIRE(dq && dk && dv && dbeta && dgamma && do_ && q && k && v && beta && gamma, "delta_rule_bwd",
                "NULL pointer (dq, dk, dv, dbeta, dgamma, do, q, k, v, beta, gamma)");
+    CU_REQUIRE(!doc_start, "delta_rule_bwd", "packed-document resets (doc_start) are not implemented on CUDA yet");
     dr_check_dims("delta_rule_bwd", B, T_, H, HV, dk_, dv_);
     CU_REQUIRE(ldqk >= H * dk_ && lddqk >= H * dk_ && ldv >= HV * dv_ && lddv >= HV * dv_ && lddo >= HV * dv_,
                "delta_rule_bwd", "row strides ldqk=%d lddqk=%d ldv=%d lddv=%d lddo=%d below H*dk=%d / HV*dv=%d", ldqk,

@@ -319,8 +319,9 @@ void dr_check_dims(const char *op, int B, int T, int H, int HV, int dk, int dv) 
 template <typename T>
 static void cu_delta_rule_fwd(void *o, int ldo, void *h_save, float *state, const void *q, const void *k, int ldqk,
                               const void *v, int ldv, const float *beta, const float *gamma, int B, int T_, int H,
-                              int HV, int dk, int dv, float scale) {
+                              int HV, int dk, int dv, float scale, const int32_t *doc_start) {
     CU_REQUIRE(o && q && k && v && beta && gamma, "delta_rule_fwd", "NULL pointer (o, q, k, v, beta, gamma)");
+    CU_REQUIRE(!doc_start, "delta_rule_fwd", "packed-document resets (doc_start) are not implemented on CUDA yet");
     dr_check_dims("delta_rule_fwd", B, T_, H, HV, dk, dv);
     CU_REQUIRE(ldqk >= H * dk && ldv >= HV * dv && ldo >= HV * dv, "delta_rule_fwd",
                "row strides ldqk=%d ldv=%d ldo=%d below H*dk=%d / HV*dv=%d", ldqk, ldv, ldo, H * dk, HV * dv);

@@ -57,7 +57,10 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(device, CK_STR, device, "auto", "cpu | cuda | auto")                                                \
     X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
     X(delta_rule, CK_STR, delta_rule, "chunk", "chunk | recurrent (CPU reference form)")                 \
-    X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores")
+    X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores") \
+    /* packed documents (issue 14) */                                                                      \
+    X(reset_state_at_eod, CK_BOOL, reset_state_at_eod, "false", "a token after eos_token_id starts a document: zero delta-rule state and conv history") \
+    X(eod_mask_loss, CK_BOOL, eod_mask_loss, "false", "Megatron: no loss where the input is eos_token_id")
 
 typedef struct {
     int hidden_size, num_layers, ffn_hidden_size, num_heads, num_v_heads, head_dim, v_head_dim;
@@ -77,6 +80,7 @@ typedef struct {
     int eos_token_id;
     char delta_rule[16];
     int nproc_per_node;
+    int reset_state_at_eod, eod_mask_loss; // packed documents (issue 14)
 } Config;
 
 // The model shape derived from a Config (what the graph and the tensor table use).

@@ -77,8 +77,9 @@ static void free_acts(Model *m) {
     }
     free(m->blk);
     m->blk = NULL;
-    void *gs[] = {m->ids, m->targets, m->emb, m->s_final, m->y_final, m->rstd_final, m->out, m->losses, m->dy,
-                  m->ds0, m->ds1, m->dP, m->dC, m->dQK, m->do_, m->don, m->dGU, m->dH, m->dbeta, m->dgamma};
+    void *gs[] = {m->ids,  m->targets, m->doc_start, m->emb, m->s_final, m->y_final, m->rstd_final,
+                  m->out,  m->losses,  m->dy,        m->ds0, m->ds1,     m->dP,      m->dC,
+                  m->dQK,  m->do_,     m->don,       m->dGU, m->dH,      m->dbeta,   m->dgamma};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
         if (gs[i]) be->free(gs[i]);
     m->B = m->T = 0;
@@ -104,6 +105,7 @@ static void ensure_acts(Model *m, int B, int T) {
     m->B = B; m->T = T; m->cap_N = N;
     m->ids = be->alloc(N * sizeof(int32_t));
     m->targets = be->alloc(N * sizeof(int32_t));
+    m->doc_start = m->cfg.reset_state_at_eod ? be->alloc(N * sizeof(int32_t)) : NULL;
     m->emb = ACT(N * d->h);
     m->blk = xcalloc((size_t)d->L, sizeof *m->blk);
     // Training keeps every block's activations for backward. Inference shares block 0's buffers across
@@ -190,13 +192,14 @@ static void gdn_mixer_fwd(Model *m, int l, int B, int T, InferState *st) {
     be->matmul_fwd(b->P, c.Dp, b->y_attn, d->h, WA(m, w->q_proj), N, c.Dp, d->h, 0);
     // causal depthwise conv + SiLU over the q|k|v columns (conv weights q|k|v are contiguous too)
     float *cs = st ? st->conv[l] : NULL;
-    be->conv_silu_fwd(b->C, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), cs, cs, B, T, c.Dc, d->K);
+    const int32_t *ds = T > 1 ? m->doc_start : NULL; // packed documents (NULL: one per row; T = 1: decode)
+    be->conv_silu_fwd(b->C, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), cs, cs, B, T, c.Dc, d->K, ds);
     // L2 norm of each q and k head vector (2H vectors of dk per token)
     be->l2norm_fwd(b->QK, 2 * d->Kd, b->qk_rstd, b->C, c.Dc, N, 2 * d->H, d->dk);
     be->gate_fwd(b->beta, b->gamma, A(m, b->P, c.b), A(m, b->P, c.a), c.Dp, PF(m, w->A_log), PF(m, w->dt_bias), N,
                  d->HV);
     be->delta_rule_fwd(b->o, d->Vd, b->h_save, st ? st->S[l] : NULL, b->QK, A(m, b->QK, d->Kd), 2 * d->Kd, A(m, b->C, c.v), c.Dc,
-                       b->beta, b->gamma, B, T, d->H, d->HV, d->dk, d->dv, 1.0f / sqrtf((float)d->dk));
+                       b->beta, b->gamma, B, T, d->H, d->HV, d->dk, d->dv, 1.0f / sqrtf((float)d->dk), ds);
     be->gated_rmsnorm_fwd(b->on, d->Vd, b->on_rstd, b->o, d->Vd, A(m, b->P, c.g), c.Dp, PF(m, w->o_norm), N, d->HV,
                           d->dv, d->eps);
     be->matmul_fwd(m->out, d->h, b->on, d->Vd, WA(m, w->o_proj), N, d->h, d->Vd, 0);
@@ -246,6 +249,7 @@ static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, Infer
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
     int N = B * T;
+    if (m->doc_start && T > 1) be->doc_starts(m->doc_start, ids_dev, B, T, m->cfg.eos_token_id);
     be->embedding_fwd(m->emb, ids_dev, WA(m, m->lay.embeddings), N, d->h);
     for (int l = 0; l < d->L; l++) {
         BlockActs *b = &m->blk[l];
@@ -381,11 +385,12 @@ static void gdn_mixer_bwd(Model *m, int l, int B, int T, const void *dout) {
                           A(m, b->P, c.g), c.Dp, b->on_rstd, PF(m, w->o_norm), N, d->HV, d->dv);
     be->delta_rule_bwd(m->dQK, A(m, m->dQK, d->Kd), 2 * d->Kd, A(m, m->dC, c.v), c.Dc, m->dbeta, m->dgamma, m->do_,
                        d->Vd, b->h_save, b->QK, A(m, b->QK, d->Kd), 2 * d->Kd, A(m, b->C, c.v), c.Dc, b->beta,
-                       b->gamma, B, T, d->H, d->HV, d->dk, d->dv, 1.0f / sqrtf((float)d->dk));
+                       b->gamma, B, T, d->H, d->HV, d->dk, d->dv, 1.0f / sqrtf((float)d->dk), m->doc_start);
     be->l2norm_bwd(m->dC, c.Dc, m->dQK, 2 * d->Kd, b->QK, 2 * d->Kd, b->qk_rstd, N, 2 * d->H, d->dk);
     be->gate_bwd(A(m, m->dP, c.b), A(m, m->dP, c.a), c.Dp, GF(m, w->A_log), GF(m, w->dt_bias), m->dbeta, m->dgamma,
                  A(m, b->P, c.b), A(m, b->P, c.a), PF(m, w->A_log), PF(m, w->dt_bias), N, d->HV);
-    be->conv_silu_bwd(m->dP, c.Dp, GF(m, w->q_conv1d), m->dC, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), B, T, c.Dc, d->K);
+    be->conv_silu_bwd(m->dP, c.Dp, GF(m, w->q_conv1d), m->dC, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), B, T, c.Dc, d->K,
+                      m->doc_start);
     be->matmul_bwd(m->dy, d->h, GF(m, w->q_proj), m->dP, c.Dp, b->y_attn, d->h, WA(m, w->q_proj), N, c.Dp, d->h, 0);
 }
 

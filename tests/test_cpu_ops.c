@@ -293,7 +293,7 @@ typedef struct {
 } ConvCtx;
 static double conv_loss(void *p) {
     ConvCtx *c = p;
-    cpu_conv_silu_fwd(c->y, c->ldy, c->x, c->ldx, c->w, NULL, NULL, c->B, c->T, c->D, c->K);
+    cpu_conv_silu_fwd(c->y, c->ldy, c->x, c->ldx, c->w, NULL, NULL, c->B, c->T, c->D, c->K, NULL);
     double s = 0;
     for (int n = 0; n < c->B * c->T; n++) s += wsum(c->wy + (size_t)n * c->ldy, c->y + (size_t)n * c->ldy, c->D);
     return s;
@@ -307,7 +307,7 @@ static void test_conv(void) {
     conv_loss(&c);
     float *dx = vec((size_t)N * lddx), *dw = vec((size_t)c.D * c.K);
     for (int i = 0; i < c.D * c.K; i++) dw[i] = 0.25f;
-    cpu_conv_silu_bwd(dx, lddx, dw, c.wy, c.ldy, c.x, c.ldx, c.w, c.B, c.T, c.D, c.K);
+    cpu_conv_silu_bwd(dx, lddx, dw, c.wy, c.ldy, c.x, c.ldx, c.w, c.B, c.T, c.D, c.K, NULL);
     for (int i = 0; i < c.D * c.K; i++) dw[i] -= 0.25f;
     fd_check_cols("conv_silu (B=2 T=7 K=4)", "x", conv_loss, &c, c.x, N, c.ldx, 0, c.D, dx, lddx, 1);
     fd_check("conv_silu (B=2 T=7 K=4)", "w", conv_loss, &c, c.w, (size_t)c.D * c.K, dw, 1);
@@ -317,16 +317,17 @@ static void test_conv(void) {
     int H1 = c.K - 1;
     float *s0 = vec_normal((size_t)c.B * c.D * H1, 1), *sfull = vec((size_t)c.B * c.D * H1);
     float *yfull = vec((size_t)N * c.ldy), *ypart = vec((size_t)N * c.ldy);
-    cpu_conv_silu_fwd(yfull, c.ldy, c.x, c.ldx, c.w, s0, sfull, c.B, c.T, c.D, c.K);
+    cpu_conv_silu_fwd(yfull, c.ldy, c.x, c.ldx, c.w, s0, sfull, c.B, c.T, c.D, c.K, NULL);
     int same = 1;
     for (int b = 0; b < c.B; b++) {
         float *st = vec_copy(s0 + (size_t)b * c.D * H1, (size_t)c.D * H1);
         const float *xb = c.x + (size_t)b * c.T * c.ldx;
         float *yb = ypart + (size_t)b * c.T * c.ldy;
         int t0 = 2; // prefix of 2 (shorter than K-1: part of the new state still comes from the old one)
-        cpu_conv_silu_fwd(yb, c.ldy, xb, c.ldx, c.w, st, st, 1, t0, c.D, c.K);
+        cpu_conv_silu_fwd(yb, c.ldy, xb, c.ldx, c.w, st, st, 1, t0, c.D, c.K, NULL);
         for (int t = t0; t < c.T; t++)
-            cpu_conv_silu_fwd(yb + (size_t)t * c.ldy, c.ldy, xb + (size_t)t * c.ldx, c.ldx, c.w, st, st, 1, 1, c.D, c.K);
+            cpu_conv_silu_fwd(yb + (size_t)t * c.ldy, c.ldy, xb + (size_t)t * c.ldx, c.ldx, c.w, st, st, 1, 1, c.D, c.K,
+                              NULL);
         same &= !memcmp(st, sfull + (size_t)b * c.D * H1, (size_t)c.D * H1 * sizeof(float));
         cpu_free(st);
     }
@@ -520,6 +521,7 @@ typedef struct {
     int B, T, H, HV, dk, dv, ldqk, ldv, ldo, recurrent;
     float scale;
     float *q, *k, *v, *beta, *gamma, *o, *wo, *state, *h_save;
+    const int32_t *ds; // packed documents (NULL here; tests/test_packed_ops.c covers them)
 } DrCtx;
 
 // Inputs from the op's real domain: L2-normed q/k (rows strided inside a wider buffer), beta in (0,1),
@@ -550,7 +552,7 @@ static void dr_free(DrCtx *c) {
 static void dr_fwd(DrCtx *c, float *o, float *h_save, float *state) {
     (c->recurrent ? cpu_delta_rule_recurrent_fwd : cpu_delta_rule_fwd)(
         o, c->ldo, h_save, state, c->q, c->k, c->ldqk, c->v, c->ldv, c->beta, c->gamma, c->B, c->T, c->H, c->HV, c->dk,
-        c->dv, c->scale);
+        c->dv, c->scale, c->ds);
 }
 typedef struct {
     float *dq, *dk, *dv, *dbeta, *dgamma;
@@ -570,7 +572,7 @@ static void dr_grads_free(DrGrads *g) {
 static void dr_bwd(DrCtx *c, DrGrads *g, const float *h_save) {
     (c->recurrent ? cpu_delta_rule_recurrent_bwd : cpu_delta_rule_bwd)(
         g->dq, g->dk, g->lddqk, g->dv, g->lddv, g->dbeta, g->dgamma, c->wo, c->ldo, h_save, c->q, c->k, c->ldqk, c->v,
-        c->ldv, c->beta, c->gamma, c->B, c->T, c->H, c->HV, c->dk, c->dv, c->scale);
+        c->ldv, c->beta, c->gamma, c->B, c->T, c->H, c->HV, c->dk, c->dv, c->scale, c->ds);
 }
 static double dr_loss(void *p) {
     DrCtx *c = p;
@@ -822,7 +824,8 @@ static void test_state_carry(int recurrent) {
         float *be = time_slice(c.beta, B, T, HV, t0, t1), *ga = time_slice(c.gamma, B, T, HV, t0, t1);
         float *o = vec((size_t)B * Tp * c.ldo);
         (recurrent ? cpu_delta_rule_recurrent_fwd : cpu_delta_rule_fwd)(o, c.ldo, NULL, s_part, q, q + H * dk, c.ldqk, v,
-                                                                         c.ldv, be, ga, B, Tp, H, HV, dk, dv, c.scale);
+                                                                         c.ldv, be, ga, B, Tp, H, HV, dk, dv, c.scale,
+                                                                         NULL);
         for (int b = 0; b < B; b++)
             memcpy(o_part + ((size_t)b * T + t0) * c.ldo, o + (size_t)b * Tp * c.ldo, (size_t)Tp * c.ldo * sizeof(float));
         cpu_free(q), cpu_free(v), cpu_free(be), cpu_free(ga), cpu_free(o);
@@ -883,7 +886,7 @@ static void run_reductions(Outs *o, uint64_t seed) {
         int B = 2, T = 50, D = 40, K = 4;
         float *x = vec_normal((size_t)B * T * D, 1), *dy = vec_normal((size_t)B * T * D, 1), *w = vec_normal((size_t)D * K, .5f);
         cpu_conv_silu_bwd(out_new(o, "conv_silu_bwd dx", (size_t)B * T * D), D, out_new(o, "conv_silu_bwd dw", (size_t)D * K),
-                          dy, D, x, D, w, B, T, D, K);
+                          dy, D, x, D, w, B, T, D, K, NULL);
         cpu_free(x), cpu_free(dy), cpu_free(w);
     }
     // gate dA_log, ddt_bias

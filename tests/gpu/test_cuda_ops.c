@@ -453,11 +453,12 @@ static void run_matmul_bwd(const Backend *be, void **p, const Case *c) {
 }
 static void run_conv_fwd(const Backend *be, void **p, const Case *c) {
     // x, w, state_in, y, state_out;  i: B T D K ldx ldy
-    be->conv_silu_fwd(p[3], c->i[5], p[0], c->i[4], p[1], p[2], p[4], c->i[0], c->i[1], c->i[2], c->i[3]);
+    be->conv_silu_fwd(p[3], c->i[5], p[0], c->i[4], p[1], p[2], p[4], c->i[0], c->i[1], c->i[2], c->i[3], NULL);
 }
 static void run_conv_bwd(const Backend *be, void **p, const Case *c) {
     // dy, x, w, dx, dw;  i: B T D K lddx lddy ldx
-    be->conv_silu_bwd(p[3], c->i[4], p[4], p[0], c->i[5], p[1], c->i[6], p[2], c->i[0], c->i[1], c->i[2], c->i[3]);
+    be->conv_silu_bwd(p[3], c->i[4], p[4], p[0], c->i[5], p[1], c->i[6], p[2], c->i[0], c->i[1], c->i[2], c->i[3],
+                      NULL);
 }
 static void run_l2norm_fwd(const Backend *be, void **p, const Case *c) {
     // x, y, rstd;  i: N heads d ldx ldy
@@ -496,12 +497,12 @@ static void run_swiglu_bwd(const Backend *be, void **p, const Case *c) {
 static void run_delta_fwd(const Backend *be, void **p, const Case *c) {
     // q, k, v, beta, gamma, o, h_save, state;  i: B T H HV dk dv ldqk ldv ldo
     be->delta_rule_fwd(p[5], c->i[8], p[6], p[7], p[0], p[1], c->i[6], p[2], c->i[7], p[3], p[4], c->i[0], c->i[1],
-                       c->i[2], c->i[3], c->i[4], c->i[5], c->f[0]);
+                       c->i[2], c->i[3], c->i[4], c->i[5], c->f[0], NULL);
 }
 static void run_delta_bwd(const Backend *be, void **p, const Case *c) {
     // q, k, v, beta, gamma, dO, h_save, dq, dk, dv, dbeta, dgamma;  i: B T H HV dk dv ldqk ldv lddo lddqk lddv
     be->delta_rule_bwd(p[7], p[8], c->i[9], p[9], c->i[10], p[10], p[11], p[5], c->i[8], p[6], p[0], p[1], c->i[6],
-                       p[2], c->i[7], p[3], p[4], c->i[0], c->i[1], c->i[2], c->i[3], c->i[4], c->i[5], c->f[0]);
+                       p[2], c->i[7], p[3], p[4], c->i[0], c->i[1], c->i[2], c->i[3], c->i[4], c->i[5], c->f[0], NULL);
 }
 static void run_lmhead_ce(const Backend *be, void **p, const Case *c) {
     // y, E, targets, losses, dy, dE;  i: N h V;  f: loss_scale
@@ -777,7 +778,7 @@ static void cases_delta(Rng *g, DeltaShape s, int big) {
         const Backend *cpu = backend_cpu();
         float *o = xmalloc((size_t)N * ldo * sizeof(float));
         cpu->delta_rule_fwd(o, ldo, hs->init, NULL, c->t[0].init, c->t[1].init, ldqk, c->t[2].init, ldv, c->t[3].init,
-                            c->t[4].init, s.B, s.T, s.H, s.HV, s.dk, s.dv, c->f[0]);
+                            c->t[4].init, s.B, s.T, s.H, s.HV, s.dk, s.dv, c->f[0], NULL);
         free(o);
     } else {
         hs->is_null = 1;
@@ -1082,10 +1083,10 @@ static void bench_call(void *vctx) {
         be->matmul_bwd(NULL, I[2], p[3], p[1], I[1], p[0], I[2], NULL, I[0], I[1], I[2], 0);
         break;
     case BE_CONV_F:
-        be->conv_silu_fwd(p[0], I[2], p[1], I[2], p[2], NULL, NULL, I[0], I[1], I[2], 4);
+        be->conv_silu_fwd(p[0], I[2], p[1], I[2], p[2], NULL, NULL, I[0], I[1], I[2], 4, NULL);
         break;
     case BE_CONV_B:
-        be->conv_silu_bwd(p[0], I[2], p[3], p[4], I[2], p[1], I[2], p[2], I[0], I[1], I[2], 4);
+        be->conv_silu_bwd(p[0], I[2], p[3], p[4], I[2], p[1], I[2], p[2], I[0], I[1], I[2], 4, NULL);
         break;
     case BE_L2_F:
         be->l2norm_fwd(p[0], I[3], p[1], p[2], I[3], I[0], I[1], I[2]);
@@ -1102,11 +1103,11 @@ static void bench_call(void *vctx) {
         break;
     case BE_DR_F:
         be->delta_rule_fwd(p[0], 512, p[1], NULL, p[2], p[3], 256, p[4], 512, p[5], p[6], I[0], I[1], 4, 8, 64, 64,
-                           0.125f);
+                           0.125f, NULL);
         break;
     case BE_DR_B:
         be->delta_rule_bwd(p[7], p[8], 256, p[9], 512, p[10], p[11], p[0], 512, p[1], p[2], p[3], 256, p[4], 512, p[5],
-                           p[6], I[0], I[1], 4, 8, 64, 64, 0.125f);
+                           p[6], I[0], I[1], 4, 8, 64, 64, 0.125f, NULL);
         break;
     case BE_GRMS_F:
         be->gated_rmsnorm_fwd(p[0], 512, p[1], p[2], 512, p[3], 512, p[4], I[0], 8, 64, 1e-6f);
