@@ -1,6 +1,5 @@
-// doc_starts.c: where each packed document begins (backend.h doc_starts): a
-// token after an EOD starts a new document, the rule FLA uses to derive
-// cu_seqlens from EOS ids (spec train.md §7.3). Rows are independent.
+// doc_starts.c: where each packed document begins (backend.h doc_starts): a token after an EOD starts a new
+// document, the rule FLA uses to derive cu_seqlens from EOS ids (spec train.md §7.3). Rows are independent.
 #include "cpu/cpu_ops.h"
 
 void cpu_doc_starts(int32_t *doc_start, const int32_t *ids, int B, int T, int32_t eod) {

@@ -5,12 +5,15 @@
 
 #include "../model/gdn.h"
 #include "../model/model_load.h"
+#include "../model/packed_flags.h"
 #include "../util/common.h"
 
 int cmd_logits(int argc, char **argv) {
     if (arg_is_help(argc, argv) || argc < 2) {
         printf("usage: gdn logits --load MODEL --ids FILE --out FILE [--device cpu|cuda|auto] [--precision bf16|fp32]\n"
-               "FILE --ids: int32 little-endian token ids (one sequence). --out: float32 [T, vocab] row-major.\n");
+               "                  " PACKED_FLAGS_USAGE "\n"
+               "FILE --ids: int32 little-endian token ids (one sequence). --out: float32 [T, vocab] row-major.\n"
+               PACKED_FLAGS_HELP);
         return argc < 2 ? 2 : 0;
     }
     const char *load = arg_get(argc, argv, "--load"), *idf = arg_get(argc, argv, "--ids"), *outf = arg_get(argc, argv, "--out");
@@ -25,6 +28,7 @@ int cmd_logits(int argc, char **argv) {
     Config c;
     float *params;
     if (model_load_any(load, &c, &params, err, sizeof err)) die("%s", err);
+    packed_flags_apply(&c, argc, argv, "logits");
     Model *m = model_create(&c, backend_select(dev ? dev : "auto", prec ? prec : "bf16"), 0);
     model_set_params(m, params);
     free(params);

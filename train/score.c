@@ -10,13 +10,14 @@
 #include "../model/gdn.h"
 #include "../util/common.h"
 #include "../model/model_load.h"
+#include "../model/packed_flags.h"
 
 int cmd_score(int argc, char **argv) {
     if (arg_is_help(argc, argv) || argc < 2) {
         printf("usage: gdn score --load MODEL --data PREFIX [--seq-length T] [--max-samples N] [--micro-batch-size B]\n"
-               "                 [--device cpu|cuda|auto] [--precision bf16|fp32]\n"
+               "                 [--device cpu|cuda|auto] [--precision bf16|fp32] " PACKED_FLAGS_USAGE "\n"
                "MODEL is a gdn.c checkpoint (save dir or iter_N dir) or an FLA HuggingFace dir.\n"
-               "Prints `loss: X ppl: Y` over consecutive windows of T tokens of the dataset.\n");
+               "Prints `loss: X ppl: Y` over consecutive windows of T tokens of the dataset.\n" PACKED_FLAGS_HELP);
         return argc < 2 ? 2 : 0;
     }
     const char *load = arg_get(argc, argv, "--load"), *data = arg_get(argc, argv, "--data");
@@ -29,6 +30,7 @@ int cmd_score(int argc, char **argv) {
     Config c;
     float *params = NULL;
     if (model_load_any(load, &c, &params, err, sizeof err)) die("%s", err);
+    packed_flags_apply(&c, argc, argv, "score");
     int T = sl ? atoi(sl) : c.seq_length, B = mb ? atoi(mb) : 1;
     long max_samples = ms ? atol(ms) : -1;
     if (T <= 0 || B <= 0) die("score: --seq-length and --micro-batch-size must be positive");
