@@ -452,13 +452,17 @@ static void run_matmul_bwd(const Backend *be, void **p, const Case *c) {
     be->matmul_bwd(p[3], c->i[3], p[4], p[0], c->i[4], p[1], c->i[5], p[2], c->i[0], c->i[1], c->i[2], c->i[6]);
 }
 static void run_conv_fwd(const Backend *be, void **p, const Case *c) {
-    // x, w, state_in, y, state_out;  i: B T D K ldx ldy
-    be->conv_silu_fwd(p[3], c->i[5], p[0], c->i[4], p[1], p[2], p[4], c->i[0], c->i[1], c->i[2], c->i[3], NULL);
+    // x, w, state_in, y, state_out, doc_start;  i: B T D K ldx ldy
+    be->conv_silu_fwd(p[3], c->i[5], p[0], c->i[4], p[1], p[2], p[4], c->i[0], c->i[1], c->i[2], c->i[3], p[5]);
 }
 static void run_conv_bwd(const Backend *be, void **p, const Case *c) {
-    // dy, x, w, dx, dw;  i: B T D K lddx lddy ldx
+    // dy, x, w, dx, dw, doc_start;  i: B T D K lddx lddy ldx
     be->conv_silu_bwd(p[3], c->i[4], p[4], p[0], c->i[5], p[1], c->i[6], p[2], c->i[0], c->i[1], c->i[2], c->i[3],
-                      NULL);
+                      p[5]);
+}
+static void run_doc_starts(const Backend *be, void **p, const Case *c) {
+    // ids, doc_start;  i: B T eod
+    be->doc_starts(p[1], p[0], c->i[0], c->i[1], c->i[2]);
 }
 static void run_l2norm_fwd(const Backend *be, void **p, const Case *c) {
     // x, y, rstd;  i: N heads d ldx ldy
@@ -603,12 +607,49 @@ static void cases_matmul(Rng *g, int M, int N, int K, int pad, int acc, int big)
     fill_normal(add_t(c, "dW", K_F32, R_ACC, N, K, 0, F32_GEMM, B16_GEMM32), g, 0, 1);
 }
 
-static void cases_conv(Rng *g, int B, int T, int D, int K, int pad, int state, int alias_state) {
+// Packed-document layouts (backend.h doc_start) for the ops that take one: the token ids of B rows of T with EOD
+// (id 1) before every document start, and the doc_start they give. docs 0: none (the NULL path); 1: fixed starts
+// (documents of length 1, starts inside chunks and on the chunk edges 64 and 128); 2: hundreds of documents of
+// 1..4 tokens, then random lengths.
+static void doc_layout(Rng *g, int32_t *ids, int32_t *ds, int B, int T, int docs) {
+    static const int fixed[] = {1, 2, 37, 38, 63, 64, 65, 100, 127, 128, 129, 191, 250};
+    for (int b = 0; b < B; b++) {
+        int32_t *id = ids + (size_t)b * T, *d = ds + (size_t)b * T;
+        for (int t = 0; t < T; t++) id[t] = 2 + (int)(rng_u64(g) % 50);
+        if (docs == 1)
+            for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+                if (fixed[i] < T) id[fixed[i] - 1] = 1;
+        if (docs == 2)
+            for (int t = 1 + (int)(rng_u64(g) % 4); t < T; t += t < 400 ? 1 + (int)(rng_u64(g) % 4) : 1 + (int)(rng_u64(g) % 150))
+                id[t - 1] = 1;
+        for (int t = 0, cur = 0; t < T; t++) d[t] = cur = t > 0 && id[t - 1] == 1 ? t : cur;
+    }
+}
+static void add_doc_start(Case *c, Rng *g, int B, int T, int docs) {
+    Tensor *ds = add_in(c, "doc_start", K_I32, (size_t)B * T, 1, 1);
+    int32_t *ids = xmalloc((size_t)B * T * 4 + 4);
+    if (docs) doc_layout(g, ids, ds->init_i, B, T, docs);
+    else ds->is_null = 1;
+    free(ids);
+}
+static void cases_doc_starts(Rng *g, int B, int T, int docs) {
+    Case *c = new_case("doc_starts", run_doc_starts, "B=%d T=%d layout %d", B, T, docs);
+    c->i[0] = B, c->i[1] = T, c->i[2] = 1;
+    Tensor *ids = add_in(c, "ids", K_I32, (size_t)B * T, 1, 1);
+    int32_t *ds = xmalloc((size_t)B * T * 4 + 4);
+    doc_layout(g, ids->init_i, ds, B, T, docs);
+    free(ds);
+    add_t(c, "doc_start", K_I32, R_OUT, (size_t)B * T, 1, 1, F32_EXACT, B16_EXACT);
+}
+
+static void cases_conv(Rng *g, int B, int T, int D, int K, int pad, int state, int alias_state, int docs) {
     int ldx = D + pad, ldy = D + 2 * pad;
-    Case *c = new_case("conv_silu_fwd", run_conv_fwd, "B=%d T=%d D=%d K=%d ld+%d%s", B, T, D, K, pad,
+    static const char *layout[] = {"", " docs fixed", " docs many"};
+    Case *c = new_case("conv_silu_fwd", run_conv_fwd, "B=%d T=%d D=%d K=%d ld+%d%s%s", B, T, D, K, pad,
                        alias_state ? " state in=out"
                        : state     ? " state"
-                                   : "");
+                                   : "",
+                       layout[docs]);
     c->i[0] = B, c->i[1] = T, c->i[2] = D, c->i[3] = K, c->i[4] = ldx, c->i[5] = ldy;
     fill_normal(add_in(c, "x", K_ACT, (size_t)B * T, D, ldx), g, 0, 1);
     fill_normal(add_in(c, "w", K_F32, D, K, 0), g, 0, 0.4f);
@@ -624,15 +665,17 @@ static void cases_conv(Rng *g, int B, int T, int D, int K, int pad, int state, i
         si->role = R_ACC, si->t32 = F32_EXACT, si->t16 = B16_EXACT;
         c->alias[4] = 2;
     }
+    add_doc_start(c, g, B, T, docs);
 
     if (alias_state) return; // the backward has no state
-    c = new_case("conv_silu_bwd", run_conv_bwd, "B=%d T=%d D=%d K=%d ld+%d", B, T, D, K, pad);
+    c = new_case("conv_silu_bwd", run_conv_bwd, "B=%d T=%d D=%d K=%d ld+%d%s", B, T, D, K, pad, layout[docs]);
     c->i[0] = B, c->i[1] = T, c->i[2] = D, c->i[3] = K, c->i[4] = ldy, c->i[5] = ldy, c->i[6] = ldx;
     fill_normal(add_in(c, "dy", K_ACT, (size_t)B * T, D, ldy), g, 0, 1);
     fill_normal(add_in(c, "x", K_ACT, (size_t)B * T, D, ldx), g, 0, 1);
     fill_normal(add_in(c, "w", K_F32, D, K, 0), g, 0, 0.4f);
     add_t(c, "dx", K_ACT, R_OUT, (size_t)B * T, D, ldy, F32_ORDER, B16_STORE);
     fill_normal(add_t(c, "dw", K_F32, R_ACC, D, K, 0, F32_ORDER, B16_FP32), g, 0, 1);
+    add_doc_start(c, g, B, T, docs);
 }
 
 // step: how far apart the tensors' row strides are (odd: the scalar kernels; even with even ld and d: the
@@ -871,12 +914,19 @@ static void build_cases(int quick) {
     cases_matmul(&g, 33, 24, 72, 5, 1, 0); // odd strides: unaligned rows for cuBLASLt
     cases_matmul(&g, 64, 96, 128, 0, 1, 0);
     cases_matmul(&g, 2048, 4096, 1024, 0, 0, 1);
-    cases_conv(&g, 2, 70, 40, 4, 3, 1, 0);
-    cases_conv(&g, 3, 2, 24, 4, 0, 1, 0);   // T < K-1: the state mixes state_in and x
-    cases_conv(&g, 2, 1, 36, 4, 0, 1, 1);   // decode: T=1, state in place
-    cases_conv(&g, 1, 33, 20, 6, 2, 1, 0);  // K=6: the 8-tap kernel
-    cases_conv(&g, 1, 40, 17, 12, 0, 0, 0); // K=12: the 16-tap kernel, no state
-    cases_conv(&g, 2, 130, 1024, 4, 0, 0, 0);
+    cases_conv(&g, 2, 70, 40, 4, 3, 1, 0, 0);
+    cases_conv(&g, 3, 2, 24, 4, 0, 1, 0, 0);   // T < K-1: the state mixes state_in and x
+    cases_conv(&g, 2, 1, 36, 4, 0, 1, 1, 0);   // decode: T=1, state in place
+    cases_conv(&g, 1, 33, 20, 6, 2, 1, 0, 0);  // K=6: the 8-tap kernel
+    cases_conv(&g, 1, 40, 17, 12, 0, 0, 0, 0); // K=12: the 16-tap kernel, no state
+    cases_conv(&g, 2, 130, 1024, 4, 0, 0, 0, 0);
+    // packed documents: fixed starts / hundreds of short documents; the state only for the first document
+    cases_conv(&g, 2, 300, 40, 4, 0, 1, 0, 1);  // even D: the pair backward
+    cases_conv(&g, 2, 600, 24, 4, 0, 1, 0, 2);
+    cases_conv(&g, 1, 200, 17, 4, 3, 1, 0, 1);  // odd D, padded rows: the scalar backward
+    cases_conv(&g, 1, 140, 20, 6, 0, 0, 0, 2);  // K=6: the 8-tap kernels
+    cases_doc_starts(&g, 3, 300, 1);
+    cases_doc_starts(&g, 2, 2048, 2);           // longer than the kernel's 256 threads: spans of 8
     cases_l2norm(&g, 50, 3, 32, 5, 1);  // odd strides: scalar kernels
     cases_l2norm(&g, 40, 4, 64, 0, 1);
     cases_l2norm(&g, 40, 8, 64, 0, 2);  // the 300M's q|k: one pair per lane
