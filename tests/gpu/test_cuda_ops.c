@@ -499,14 +499,15 @@ static void run_swiglu_bwd(const Backend *be, void **p, const Case *c) {
     be->swiglu_bwd(p[2], p[0], p[1], c->i[0], c->i[1]);
 }
 static void run_delta_fwd(const Backend *be, void **p, const Case *c) {
-    // q, k, v, beta, gamma, o, h_save, state;  i: B T H HV dk dv ldqk ldv ldo
+    // q, k, v, beta, gamma, o, h_save, state, doc_start;  i: B T H HV dk dv ldqk ldv ldo
     be->delta_rule_fwd(p[5], c->i[8], p[6], p[7], p[0], p[1], c->i[6], p[2], c->i[7], p[3], p[4], c->i[0], c->i[1],
-                       c->i[2], c->i[3], c->i[4], c->i[5], c->f[0], NULL);
+                       c->i[2], c->i[3], c->i[4], c->i[5], c->f[0], p[8]);
 }
 static void run_delta_bwd(const Backend *be, void **p, const Case *c) {
-    // q, k, v, beta, gamma, dO, h_save, dq, dk, dv, dbeta, dgamma;  i: B T H HV dk dv ldqk ldv lddo lddqk lddv
+    // q, k, v, beta, gamma, dO, h_save, dq, dk, dv, dbeta, dgamma, doc_start;
+    // i: B T H HV dk dv ldqk ldv lddo lddqk lddv
     be->delta_rule_bwd(p[7], p[8], c->i[9], p[9], c->i[10], p[10], p[11], p[5], c->i[8], p[6], p[0], p[1], c->i[6],
-                       p[2], c->i[7], p[3], p[4], c->i[0], c->i[1], c->i[2], c->i[3], c->i[4], c->i[5], c->f[0], NULL);
+                       p[2], c->i[7], p[3], p[4], c->i[0], c->i[1], c->i[2], c->i[3], c->i[4], c->i[5], c->f[0], p[12]);
 }
 static void run_lmhead_ce(const Backend *be, void **p, const Case *c) {
     // y, E, targets, losses, dy, dE;  i: N h V;  f: loss_scale
@@ -768,6 +769,7 @@ typedef struct {
     int weak; // weak decays: e^{G_i - G_j} stays O(1) across a whole chunk, so every block of every product
               // matters (with the default decays it falls below 1e-5 within 16 rows)
     int bv;   // > 0: force this dv tile width on the serial tensor-core kernels (GDN_CUDA_DR_BV)
+    int docs; // packed-document layout (doc_layout): 0 none, 1 fixed starts, 2 hundreds of short documents
 } DeltaShape;
 
 static void fill_delta_inputs(Case *c, Rng *g, DeltaShape s, int ldqk, int ldv) {
@@ -788,8 +790,10 @@ static void cases_delta(Rng *g, DeltaShape s, int big) {
     char shape[128];
     char bv[16] = "";
     if (s.bv) snprintf(bv, sizeof bv, " bv=%d", s.bv);
-    snprintf(shape, sizeof shape, "B=%d T=%d H=%d HV=%d dk=%d dv=%d%s%s%s%s%s", s.B, s.T, s.H, s.HV, s.dk, s.dv,
-             s.pad ? " ld+" : "", s.state ? " state" : "", s.h_save ? " h_save" : "", s.weak ? " weak" : "", bv);
+    static const char *layout[] = {"", " docs fixed", " docs many"};
+    snprintf(shape, sizeof shape, "B=%d T=%d H=%d HV=%d dk=%d dv=%d%s%s%s%s%s%s", s.B, s.T, s.H, s.HV, s.dk, s.dv,
+             s.pad ? " ld+" : "", s.state ? " state" : "", s.h_save ? " h_save" : "", s.weak ? " weak" : "", bv,
+             layout[s.docs]);
     Case *c = new_case("delta_rule_fwd", run_delta_fwd, "%s", shape);
     c->big = big;
     int *I = c->i;
@@ -805,6 +809,8 @@ static void cases_delta(Rng *g, DeltaShape s, int big) {
         fill_normal(st, g, 0, 0.3f);
     else
         st->is_null = 1;
+    add_doc_start(c, g, s.B, s.T, s.docs);
+    const int32_t *ds_fwd = c->t[c->nt - 1].is_null ? NULL : c->t[c->nt - 1].init_i;
 
     // Backward: h_save (when given) comes from the CPU forward on the same inputs.
     c = new_case("delta_rule_bwd", run_delta_bwd, "%s", shape);
@@ -821,7 +827,7 @@ static void cases_delta(Rng *g, DeltaShape s, int big) {
         const Backend *cpu = backend_cpu();
         float *o = xmalloc((size_t)N * ldo * sizeof(float));
         cpu->delta_rule_fwd(o, ldo, hs->init, NULL, c->t[0].init, c->t[1].init, ldqk, c->t[2].init, ldv, c->t[3].init,
-                            c->t[4].init, s.B, s.T, s.H, s.HV, s.dk, s.dv, c->f[0], NULL);
+                            c->t[4].init, s.B, s.T, s.H, s.HV, s.dk, s.dv, c->f[0], ds_fwd);
         free(o);
     } else {
         hs->is_null = 1;
@@ -831,6 +837,9 @@ static void cases_delta(Rng *g, DeltaShape s, int big) {
     add_t(c, "dv", K_ACT, R_OUT, N, s.HV * s.dv, lddv, F32_CHAIN, B16_DELTA);
     add_t(c, "dbeta", K_F32, R_OUT, N, s.HV, 0, F32_CHAIN, B16_DELTA_F32);
     add_t(c, "dgamma", K_F32, R_OUT, N, s.HV, 0, F32_CHAIN, B16_DELTA_F32);
+    Tensor *dsb = add_in(c, "doc_start", K_I32, (size_t)N, 1, 1); // the forward's layout
+    if (ds_fwd) memcpy(dsb->init_i, ds_fwd, (size_t)N * 4);
+    else dsb->is_null = 1;
 }
 
 static void cases_lmhead(Rng *g, int N, int h, int V, int with_grad, int chunk_rows, int big) {
@@ -960,6 +969,12 @@ static void build_cases(int quick) {
     cases_delta(&g, (DeltaShape){1, 5, 2, 4, 32, 48, 3, 1, 0}, 0);    // GVA 2, dv not a multiple of 32, strides
     cases_delta(&g, (DeltaShape){1, 16, 1, 1, 128, 128, 0, 1, 0}, 0); // the largest heads, T at the limit
     cases_delta(&g, (DeltaShape){3, 2, 1, 2, 16, 16, 0, 0, 0}, 0);    // no state: starts from zero
+    // packed documents (CUDA-core kernels in both modes): fixed starts (length 1, inside chunks, on the edges 64
+    // and 128), hundreds of short documents; state and h_save given or not, GVA, strides, weak decays
+    cases_delta(&g, (DeltaShape){2, 300, 2, 4, 32, 32, 8, 1, 1, 0, 0, 1}, 0);
+    cases_delta(&g, (DeltaShape){1, 600, 1, 2, 64, 64, 0, 0, 0, 1, 0, 2}, 0);
+    cases_delta(&g, (DeltaShape){2, 200, 2, 4, 64, 48, 3, 1, 0, 1, 0, 1}, 0);
+    cases_delta(&g, (DeltaShape){1, 10, 1, 1, 16, 16, 0, 1, 0, 0, 0, 1}, 0); // T <= 16 without h_save: not decode
     cases_lmhead(&g, 70, 64, 1000, 1, 0, 0);
     cases_lmhead(&g, 50, 40, 517, 1, 16, 0); // forced 16-row chunks: the chunk loop
     cases_lmhead(&g, 33, 40, 300, 0, 0, 0);
