@@ -102,11 +102,16 @@ __device__ __forceinline__ void load_G(float *Gs, const DrArgs &a, size_t hr0, i
 // row r of the chunk at t0 (rows past Lc: the last row's; all 0 without a.ds, which turns every mask off). Gc
 // restarts at each document start; e^{G_i - G_j} needs Ds[i] == Ds[j], e^{G_i} a carried row, e^{G_last - G_i}
 // Ds[i] == Ds[last]. The masks select values, never change the arithmetic of the unmasked ones.
-__device__ __forceinline__ void load_D(int *Ds, const DrArgs &a, int b, int t0, int Lc) {
-    if (threadIdx.x < DR_C) Ds[threadIdx.x] = a.ds ? a.ds[(size_t)b * a.T + t0 + min((int)threadIdx.x, Lc - 1)] : 0;
+__device__ __forceinline__ int dr_ds(const DrArgs &a, int b, int t0, int Lc, int r) {
+    return a.ds ? a.ds[(size_t)b * a.T + t0 + min(r, Lc - 1)] : 0;
 }
-// Row r reads the carried state h_n: its document began before the chunk, or it is the row's first document.
-__device__ __forceinline__ bool dr_carried(const int *Ds, int t0, int r) { return Ds[r] < t0 || Ds[r] == 0; }
+__device__ __forceinline__ void load_D(int *Ds, const DrArgs &a, int b, int t0, int Lc) {
+    if (threadIdx.x < DR_C) Ds[threadIdx.x] = dr_ds(a, b, t0, Lc, (int)threadIdx.x);
+}
+// A row with doc_start ds reads the carried state h_n: its document began before the chunk at t0, or it is the
+// row's first document.
+__device__ __forceinline__ bool dr_carried_ds(int ds, int t0) { return ds < t0 || ds == 0; }
+__device__ __forceinline__ bool dr_carried(const int *Ds, int t0, int r) { return dr_carried_ds(Ds[r], t0); }
 
 // Forward launchers (delta_rule_fwd.cu), also used by the backward to recompute what it needs.
 // intra: Gc, W, U (and Tm when a.Tm != NULL) for every chunk.

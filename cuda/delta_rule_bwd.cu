@@ -604,8 +604,7 @@ static void cu_delta_rule_bwd(void *dq, void *dk, int lddqk, void *dv, int lddv,
     a.dbeta = dbeta, a.dgamma = dgamma;
     const char *op = "delta_rule_bwd";
     const size_t rows = (size_t)B * HV * T_, states = (size_t)B * HV * a.NT * dk_ * dv_;
-    // tensor cores (delta_rule_tc_bwd.cu); packed documents run on the CUDA-core kernels (no masks there yet)
-    if (!doc_start && dr_use_tc(sizeof(T) == sizeof(bf16), dk_, dv_)) {
+    if (dr_use_tc(sizeof(T) == sizeof(bf16), dk_, dv_)) { // tensor cores (delta_rule_tc_bwd.cu)
         a.Gc = (float *)cu_scratch(rows * sizeof(float), op);
         a.W = cu_scratch(rows * dk_ * sizeof(T), op);
         a.Tm = cu_scratch(rows * DR_C * sizeof(T), op);

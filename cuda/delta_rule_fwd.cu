@@ -351,9 +351,7 @@ static void cu_delta_rule_fwd(void *o, int ldo, void *h_save, float *state, cons
     a.U = cu_scratch(rows * dv * sizeof(T), "delta_rule_fwd");
     a.vnew = cu_scratch(rows * dv * sizeof(T), "delta_rule_fwd");
     a.h = h_save ? h_save : cu_scratch(states * sizeof(T), "delta_rule_fwd");
-    // tensor cores (delta_rule_tc_fwd.cu); packed documents run on the CUDA-core kernels (the tensor-core ones
-    // have no document masks yet)
-    if (!doc_start && dr_use_tc(sizeof(T) == sizeof(bf16), dk, dv)) {
+    if (dr_use_tc(sizeof(T) == sizeof(bf16), dk, dv)) { // tensor cores (delta_rule_tc_fwd.cu)
         dr_tc_fwd(a);
     } else {
         dr_run_intra<T>(a);

@@ -626,6 +626,15 @@ static void doc_layout(Rng *g, int32_t *ids, int32_t *ds, int B, int T, int docs
         for (int t = 0, cur = 0; t < T; t++) d[t] = cur = t > 0 && id[t - 1] == 1 ? t : cur;
     }
 }
+// The bench's layout: documents of 1..1024 tokens (uniform), as EOD-separated pretraining rows.
+static void doc_layout_random(Rng *g, int32_t *ids, int32_t *ds, int B, int T) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0, cur = 0, next = 1 + (int)(rng_u64(g) % 1024); t < T; t++) {
+            if (t == next) cur = t, next = t + 1 + (int)(rng_u64(g) % 1024);
+            ids[(size_t)b * T + t] = t + 1 == next ? 1 : 2;
+            ds[(size_t)b * T + t] = cur;
+        }
+}
 static void add_doc_start(Case *c, Rng *g, int B, int T, int docs) {
     Tensor *ds = add_in(c, "doc_start", K_I32, (size_t)B * T, 1, 1);
     int32_t *ids = xmalloc((size_t)B * T * 4 + 4);
@@ -1091,6 +1100,7 @@ static void check_bad_ids(void) {
 typedef struct {
     const Backend *be;
     void *p[12];
+    const int32_t *ds; // doc_start for the conv and delta-rule entries (NULL: one document per row)
     int i[8];
     int which;
 } BenchCtx;
@@ -1148,10 +1158,10 @@ static void bench_call(void *vctx) {
         be->matmul_bwd(NULL, I[2], p[3], p[1], I[1], p[0], I[2], NULL, I[0], I[1], I[2], 0);
         break;
     case BE_CONV_F:
-        be->conv_silu_fwd(p[0], I[2], p[1], I[2], p[2], NULL, NULL, I[0], I[1], I[2], 4, NULL);
+        be->conv_silu_fwd(p[0], I[2], p[1], I[2], p[2], NULL, NULL, I[0], I[1], I[2], 4, x->ds);
         break;
     case BE_CONV_B:
-        be->conv_silu_bwd(p[0], I[2], p[3], p[4], I[2], p[1], I[2], p[2], I[0], I[1], I[2], 4, NULL);
+        be->conv_silu_bwd(p[0], I[2], p[3], p[4], I[2], p[1], I[2], p[2], I[0], I[1], I[2], 4, x->ds);
         break;
     case BE_L2_F:
         be->l2norm_fwd(p[0], I[3], p[1], p[2], I[3], I[0], I[1], I[2]);
@@ -1168,11 +1178,11 @@ static void bench_call(void *vctx) {
         break;
     case BE_DR_F:
         be->delta_rule_fwd(p[0], 512, p[1], NULL, p[2], p[3], 256, p[4], 512, p[5], p[6], I[0], I[1], 4, 8, 64, 64,
-                           0.125f, NULL);
+                           0.125f, x->ds);
         break;
     case BE_DR_B:
         be->delta_rule_bwd(p[7], p[8], 256, p[9], 512, p[10], p[11], p[0], 512, p[1], p[2], p[3], 256, p[4], 512, p[5],
-                           p[6], I[0], I[1], 4, 8, 64, 64, 0.125f, NULL);
+                           p[6], I[0], I[1], 4, 8, 64, 64, 0.125f, x->ds);
         break;
     case BE_GRMS_F:
         be->gated_rmsnorm_fwd(p[0], 512, p[1], p[2], 512, p[3], 512, p[4], I[0], 8, 64, 1e-6f);
@@ -1316,6 +1326,19 @@ static int run_bench(int small) {
         bench_report(&x, "conv_silu_fwd D=1024", 2.0 * N * D * ab, 0);
         x.which = BE_CONV_B, x.p[0] = dx, x.p[1] = xx, x.p[2] = w, x.p[3] = dw, x.p[4] = y;
         bench_report(&x, "conv_silu_bwd D=1024", 3.0 * N * D * ab, 0);
+        { // the same with packed documents
+            int32_t *dsh = xmalloc((size_t)N * 4), *eids = xmalloc((size_t)N * 4);
+            doc_layout_random(&g, eids, dsh, B, T);
+            int32_t *ds = be->alloc((size_t)N * 4);
+            be->memcpy_h2d(ds, dsh, (size_t)N * 4);
+            x.ds = ds;
+            x.which = BE_CONV_F, x.p[0] = y;
+            bench_report(&x, "conv_silu_fwd D=1024 (packed documents)", 2.0 * N * D * ab, 0);
+            x.which = BE_CONV_B, x.p[0] = dx;
+            bench_report(&x, "conv_silu_bwd D=1024 (packed documents)", 3.0 * N * D * ab, 0);
+            x.ds = NULL;
+            be->free(ds), free(dsh), free(eids);
+        }
         x.which = BE_L2_F, x.p[0] = y, x.p[1] = rstd, x.p[2] = xx, x.i[0] = N, x.i[1] = 4, x.i[2] = 64, x.i[3] = D;
         bench_report(&x, "l2norm_fwd (q, 4 x 64)", 2.0 * N * Kd * ab, 0);
         x.which = BE_L2_B, x.p[0] = y, x.p[1] = rstd, x.p[2] = xx, x.p[3] = dx;
@@ -1352,6 +1375,18 @@ static int run_bench(int small) {
         bench_report(&x, "delta_rule_fwd", 0, dr_fl);
         x.which = BE_DR_B, x.p[0] = o, x.p[1] = hsv, x.p[7] = dq, x.p[8] = dk, x.p[9] = dv, x.p[10] = db, x.p[11] = dg;
         bench_report(&x, "delta_rule_bwd", 0, 2.5 * dr_fl);
+        // packed documents: EOD-separated rows (documents of 1..1024 tokens, ~500 on average), the same work
+        int32_t *dsh = xmalloc((size_t)N * 4), *eids = xmalloc((size_t)N * 4);
+        doc_layout_random(&g, eids, dsh, B, T);
+        int32_t *ds = be->alloc((size_t)N * 4);
+        be->memcpy_h2d(ds, dsh, (size_t)N * 4);
+        x.ds = ds;
+        x.which = BE_DR_F, x.p[0] = o;
+        bench_report(&x, "delta_rule_fwd (packed documents)", 0, dr_fl);
+        x.which = BE_DR_B;
+        bench_report(&x, "delta_rule_bwd (packed documents)", 0, 2.5 * dr_fl);
+        x.ds = NULL;
+        be->free(ds), free(dsh), free(eids);
         be->free(o), be->free(hsv), be->free(q), be->free(k), be->free(v), be->free(beta), be->free(gam);
         be->free(dq), be->free(dk), be->free(dv), be->free(db), be->free(dg);
     }
