@@ -4,12 +4,14 @@
 
 #include "../util/common.h"
 
-void packed_flags_apply(Config *c, int argc, char **argv, const char *cmd) {
+void packed_flags_apply(Model *m, const Args *a, const char *cmd) {
+    if (m->blk) die("%s: packed-document flags applied after the first forward", cmd);
     const char *keys[] = {"reset_state_at_eod", "eos_token_id"};
     char flag[64], err[ERR_LEN];
     for (int i = 0; i < 2; i++) {
         snprintf(flag, sizeof flag, "--%s", keys[i]);
-        const char *v = arg_get(argc, argv, flag);
-        if (v && config_set(c, keys[i], v, err, sizeof err)) die("%s %s: %s", cmd, flag, err);
+        const char *v = args_str(a, flag, NULL);
+        if (v && config_set(&m->cfg, keys[i], v, err, sizeof err)) die("%s %s: %s", cmd, flag, err);
     }
+    if (config_validate(&m->cfg, err, sizeof err)) die("%s: %s", cmd, err);
 }

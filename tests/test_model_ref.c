@@ -48,7 +48,7 @@ static int run_case(const Case *tc, const char *mode, const char *root) {
     c.init_std = 0.1f;
     snprintf(c.delta_rule, sizeof c.delta_rule, "%s", mode);
     if (tc->eod) c.reset_state_at_eod = 1, c.eos_token_id = tc->eod;
-    Model *m = model_create(&c, backend_cpu(), 1);
+    Model *m = model_create(&c, strcmp(mode, "recurrent") ? backend_cpu() : backend_cpu_recurrent(), 1);
     size_t P = m->lay.total;
     float *params = xmalloc(P * sizeof(float));
     params_init(&m->lay, params, 7);

@@ -135,11 +135,26 @@ static void test_conv(void) {
 }
 
 // ---- delta rule, both forms
-typedef void (*DrFwd)(void *, int, void *, float *, const void *, const void *, int, const void *, int, const float *,
-                      const float *, int, int, int, int, int, int, float, const int32_t *);
-typedef void (*DrBwd)(void *, void *, int, void *, int, float *, float *, const void *, int, const void *, const void *,
-                      const void *, int, const void *, int, const float *, const float *, int, int, int, int, int, int,
-                      float, const int32_t *);
+// The delta rule with its arguments listed out (this test's calls read as shapes); g_recurrent picks the form.
+static int g_recurrent;
+static void fwd(void *o, int ldo, void *h_save, float *state, const void *q, const void *k, int ldqk, const void *v,
+                int ldv, const float *beta, const float *gamma, int B, int T, int H, int HV, int dk, int dv,
+                float scale, const int32_t *ds) {
+    DeltaRuleArgs a = {.q = q, .k = k, .ldqk = ldqk, .v = v, .ldv = ldv, .beta = beta, .gamma = gamma,
+                       .h_save = h_save, .B = B, .T = T, .H = H, .HV = HV, .dk = dk, .dv = dv, .scale = scale,
+                       .doc_start = ds};
+    (g_recurrent ? cpu_delta_rule_recurrent_fwd : cpu_delta_rule_fwd)(&a, o, ldo, state);
+}
+static void bwd(void *dq, void *dk_, int lddqk, void *dv_, int lddv, float *dbeta, float *dgamma, const void *do_,
+                int lddo, const void *h_save, const void *q, const void *k, int ldqk, const void *v, int ldv,
+                const float *beta, const float *gamma, int B, int T, int H, int HV, int dk, int dv, float scale,
+                const int32_t *ds) {
+    DeltaRuleArgs a = {.q = q, .k = k, .ldqk = ldqk, .v = v, .ldv = ldv, .beta = beta, .gamma = gamma,
+                       .h_save = (void *)h_save, .B = B, .T = T, .H = H, .HV = HV, .dk = dk, .dv = dv,
+                       .scale = scale, .doc_start = ds};
+    DeltaRuleGrads g = {.dq = dq, .dk = dk_, .lddqk = lddqk, .dv = dv_, .lddv = lddv, .dbeta = dbeta, .dgamma = dgamma};
+    (g_recurrent ? cpu_delta_rule_recurrent_bwd : cpu_delta_rule_bwd)(&a, do_, lddo, &g);
+}
 
 static void l2rows(float *a, size_t rows, int ld, int heads, int d) {
     for (size_t n = 0; n < rows; n++)
@@ -152,8 +167,7 @@ static void l2rows(float *a, size_t rows, int ld, int heads, int d) {
 }
 
 static void test_delta(int recurrent, int row1_many) {
-    DrFwd fwd = recurrent ? cpu_delta_rule_recurrent_fwd : cpu_delta_rule_fwd;
-    DrBwd bwd = recurrent ? cpu_delta_rule_recurrent_bwd : cpu_delta_rule_bwd;
+    g_recurrent = recurrent;
     const int B = 2, T = 300, H = 2, HV = 4, dk = 16, dv = 8, Kd = H * dk, Vd = HV * dv;
     const float scale = 1.0f / sqrtf((float)dk);
     Layout L;
@@ -238,7 +252,7 @@ static void test_model(const char *form) {
               e = 135; // the document: row 1, [60, 135) (crosses the chunk edge
                        // at 64, 128)
     Config c = tiny(form, 1);
-    Model *m = model_create(&c, backend_cpu(), 1);
+    Model *m = model_create(&c, backend_with_delta_rule(backend_cpu(), c.delta_rule), 1);
     size_t P = m->lay.total;
     float *params = xmalloc(P * 4);
     params_init(&m->lay, params, 11);
@@ -278,7 +292,7 @@ static void test_model(const char *form) {
     float *g_on = xmalloc(P * 4), *g_off = xmalloc(P * 4);
     for (int on = 0; on < 2; on++) {
         Config ck = tiny(form, on);
-        Model *mk = model_create(&ck, backend_cpu(), 1);
+        Model *mk = model_create(&ck, backend_with_delta_rule(backend_cpu(), ck.delta_rule), 1);
         model_set_params(mk, params);
         model_zero_grads(mk);
         model_fwd_bwd(mk, ids, tgt, B, T, 1.0f, 0);
