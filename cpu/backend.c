@@ -84,6 +84,7 @@ static const Backend cpu_backend = {
     .gate_bwd = cpu_gate_bwd,
     .delta_rule_fwd = cpu_delta_rule_fwd,
     .delta_rule_bwd = cpu_delta_rule_bwd,
+    .doc_starts = cpu_doc_starts,
     .gated_rmsnorm_fwd = cpu_gated_rmsnorm_fwd,
     .gated_rmsnorm_bwd = cpu_gated_rmsnorm_bwd,
     .swiglu_fwd = cpu_swiglu_fwd,

@@ -38,6 +38,7 @@ void cpu_embedding_bwd(float *dE, const void *dx, const int32_t *ids, int N, int
 void cpu_swiglu_fwd(void *y, const void *gu, int N, int F);
 void cpu_swiglu_bwd(void *dgu, const void *dy, const void *gu, int N, int F);
 void cpu_sum(float *out, const float *x, size_t n);
+void cpu_doc_starts(int32_t *doc_start, const int32_t *ids, int B, int T, int32_t eod);
 void cpu_sumsq(float *out, const float *x, size_t n);
 
 // ---- norms (cpu/norms.c)
@@ -67,9 +68,9 @@ void cpu_matmul_bwd(void *dx, int lddx, float *dW, const void *dy, int lddy, con
 
 // ---- causal depthwise conv + SiLU (cpu/conv.c)
 void cpu_conv_silu_fwd(void *y, int ldy, const void *x, int ldx, const float *w, const float *state_in,
-                       float *state_out, int B, int T, int D, int K);
+                       float *state_out, int B, int T, int D, int K, const int32_t *doc_start);
 void cpu_conv_silu_bwd(void *dx, int lddx, float *dw, const void *dy, int lddy, const void *x, int ldx,
-                       const float *w, int B, int T, int D, int K);
+                       const float *w, int B, int T, int D, int K, const int32_t *doc_start);
 
 // ---- beta / gate (cpu/gate.c)
 void cpu_gate_fwd(float *beta, float *gamma, const void *b, const void *a, int ld, const float *A_log,

@@ -10,6 +10,13 @@
 //   h_n+1  = e^{G_last} h_n + K^T (e^{G_last - G} . Vn)
 // Only exponentials of non-positive differences are ever taken, and rows past Lc do not exist (all
 // products run over Lc rows), so a partial last chunk needs no padding.
+// Packed documents (doc_start, backend.h) keep the fixed 64-token chunks and mask instead (no data-dependent
+// chunk layout, so the CUDA twin needs no host sync): G restarts at every document start; Gam_ij = 0 when i and
+// j are in different documents (this masks A, Tm, the scores and their gradients); e^G_i = 0 for a row whose
+// document starts inside the chunk (or at its first row, after a reset), so Q h_n and W h_n do not read the old
+// state; and the end state takes e^{G_last} h_n and dec_i only from the chunk's last document (0 elsewhere).
+// That is FLA's cu_seqlens maths: each document from a zero state. The reverse cumsum of d gamma stops at
+// document starts too. With doc_start NULL every mask is off and the arithmetic is unchanged.
 // Work is parallel over (b, v head); dq/dk of v heads that share a q/k head are summed in head order.
 // Precision: storage and products are fp32, but G (the cumsum of gamma) and the terms of d gamma are
 // kept in double. G reaches ~-300 inside a chunk, where fp32 leaves ~2e-5 relative error in every
@@ -22,6 +29,10 @@
 #include "cpu/cpu_ops.h"
 
 enum { C = GDN_CHUNK };
+
+// Row r of the chunk at t0 reads the carried state h_n: its document began before the chunk, or is the row's
+// first one (which starts from the initial state).
+static inline int chunk_carried(const int32_t *ds, int t0, int r) { return ds[t0 + r] < t0 || ds[t0 + r] == 0; }
 
 // ---- small dense helpers (row-major, single thread; the caller is already parallel)
 
@@ -102,9 +113,11 @@ static void work_init(Work *w, int dk, int dv) {
 }
 
 // Gathers chunk rows [t0, t0+Lc) of sequence b for v head j and builds G, Gam, A, Tm, W, U
-// (everything that does not depend on the state).
+// (everything that does not depend on the state). ds: the row's doc_start (NULL: one document), t0 the chunk's
+// first position in the row.
 static void chunk_prepare(Work *w, int Lc, const float *q, const float *k, int ldqk, const float *v, int ldv,
-                          const float *beta, const float *gamma, size_t n0, int i, int j, int HV) {
+                          const float *beta, const float *gamma, size_t n0, int i, int j, int HV, const int32_t *ds,
+                          int t0) {
     int dk = w->dk, dv = w->dv;
     // G in double: with gamma down to -5, |G| reaches ~300 within a chunk, where fp32 would leave
     // absolute errors of ~2e-5 in every G_i - G_j, i.e. relative errors of 2e-5 in the decays.
@@ -115,16 +128,19 @@ static void chunk_prepare(Work *w, int Lc, const float *q, const float *k, int l
         memcpy(w->K + (size_t)r * dk, k + n * ldqk + (size_t)i * dk, dk * sizeof(float));
         memcpy(w->V + (size_t)r * dv, v + n * ldv + (size_t)j * dv, dv * sizeof(float));
         w->beta[r] = beta[n * HV + j];
+        if (ds && ds[t0 + r] == t0 + r) g = 0; // a document starts here
         g += gamma[n * HV + j];
         w->G[r] = g;
-        w->eG[r] = (float)exp(g);
+        w->eG[r] = ds && !chunk_carried(ds, t0, r) ? 0.0f : (float)exp(g);
     }
-    for (int r = 0; r < Lc; r++) w->dec[r] = (float)exp(w->G[Lc - 1] - w->G[r]);
+    for (int r = 0; r < Lc; r++)
+        w->dec[r] = ds && ds[t0 + r] != ds[t0 + Lc - 1] ? 0.0f : (float)exp(w->G[Lc - 1] - w->G[r]);
     transpose(w->Kt, C, w->K, dk, Lc, dk);
     gemm_nn(w->KK, C, w->K, dk, w->Kt, C, Lc, Lc, dk, 1.0f, 0);
     for (int r = 0; r < Lc; r++)
         for (int c = 0; c < Lc; c++) {
-            float gam = c <= r ? (float)exp(w->G[r] - w->G[c]) : 0.0f;
+            int same = !ds || ds[t0 + c] == ds[t0 + r];
+            float gam = c <= r && same ? (float)exp(w->G[r] - w->G[c]) : 0.0f;
             w->Gam[r * C + c] = gam;
             w->A[r * C + c] = c < r ? w->beta[r] * w->KK[r * C + c] * gam : 0.0f;
         }
@@ -173,6 +189,7 @@ void cpu_delta_rule_fwd(const DeltaRuleArgs *a, void *o_, int ldo, float *state)
     const float *beta = a->beta, *gamma = a->gamma;
     int ldqk = a->ldqk, ldv = a->ldv, B = a->B, T = a->T, H = a->H, HV = a->HV, dk = a->dk, dv = a->dv;
     float scale = a->scale;
+    const int32_t *doc_start = a->doc_start;
     CPU_REQUIRE(o_ && q_ && k_ && v_ && beta && gamma, "delta_rule_fwd", "NULL pointer (o, q, k, v, beta, gamma)");
     cpu_delta_check_dims("delta_rule_fwd", B, T, H, HV, dk, dv);
     float *o = o_, *h_save = h_save_;
@@ -184,12 +201,13 @@ void cpu_delta_rule_fwd(const DeltaRuleArgs *a, void *o_, int ldo, float *state)
         for (int j = 0; j < HV; j++) {
             Work w;
             work_init(&w, dk, dv);
+            const int32_t *ds = doc_start ? doc_start + (size_t)b * T : NULL;
             float *st = state ? state + ((size_t)b * HV + j) * SS : NULL;
             if (st) memcpy(w.h, st, SS * sizeof(float));
             for (int c = 0; c < NT; c++) {
                 int Lc = T - c * C < C ? T - c * C : C;
                 size_t n0 = (size_t)b * T + (size_t)c * C;
-                chunk_prepare(&w, Lc, q, k, ldqk, v, ldv, beta, gamma, n0, j / G, j, HV);
+                chunk_prepare(&w, Lc, q, k, ldqk, v, ldv, beta, gamma, n0, j / G, j, HV, ds, c * C);
                 if (h_save) memcpy(h_save + (((size_t)b * HV + j) * NT + c) * SS, w.h, SS * sizeof(float));
                 // The inter-chunk part of O reads h_n, so it is formed before the state advances.
                 float *Og = w.Og, *Qg = w.Qg;
@@ -210,7 +228,8 @@ void cpu_delta_rule_fwd(const DeltaRuleArgs *a, void *o_, int ldo, float *state)
 // Backward of one chunk (spec §3.2 steps 2-6). In: w->h = h_n, w->dS = dL/d(state at the chunk end),
 // the chunk prepared, w->Vn computed. Out: w->dS = dL/dh_n and the chunk's dQ, dK, dV, dB (dbeta) and
 // dG (d gamma, already reverse-cumsummed).
-static void chunk_backward(Work *w, int Lc, const float *dO, int lddo, size_t n0, int j, float scale) {
+static void chunk_backward(Work *w, int Lc, const float *dO, int lddo, size_t n0, int j, float scale,
+                           const int32_t *ds, int t0) {
     int dk = w->dk, dv = w->dv;
     float eL = w->eG[Lc - 1];
     for (int r = 0; r < Lc; r++)
@@ -342,7 +361,8 @@ static void chunk_backward(Work *w, int Lc, const float *dO, int lddo, size_t n0
     gemm_nn(w->dK, dk, w->dMT, C, w->bK, dk, Lc, dk, Lc, 1.0f, 1);
 
     // d gamma = reverse cumsum of dG within the chunk
-    for (int r = Lc - 2; r >= 0; r--) w->dG[r] += w->dG[r + 1];
+    for (int r = Lc - 2; r >= 0; r--)
+        if (!ds || ds[t0 + r + 1] != t0 + r + 1) w->dG[r] += w->dG[r + 1]; // G restarts where a document starts
 }
 
 void cpu_delta_rule_bwd(const DeltaRuleArgs *a, const void *do__, int lddo, const DeltaRuleGrads *g) {
@@ -353,6 +373,7 @@ void cpu_delta_rule_bwd(const DeltaRuleArgs *a, const void *do__, int lddo, cons
     const float *beta = a->beta, *gamma = a->gamma;
     int ldqk = a->ldqk, ldv = a->ldv, B = a->B, T = a->T, H = a->H, HV = a->HV, dk = a->dk, dv = a->dv;
     float scale = a->scale;
+    const int32_t *doc_start = a->doc_start;
     CPU_REQUIRE(dq_ && dk_ && dv_ && dbeta && dgamma && do__ && q_ && k_ && v_ && beta && gamma, "delta_rule_bwd",
                 "NULL pointer (dq, dk, dv, dbeta, dgamma, do, q, k, v, beta, gamma)");
     cpu_delta_check_dims("delta_rule_bwd", B, T, H, HV, dk, dv);
@@ -372,6 +393,7 @@ void cpu_delta_rule_bwd(const DeltaRuleArgs *a, const void *do__, int lddo, cons
             int i = j / G;
             Work w;
             work_init(&w, dk, dv);
+            const int32_t *ds = doc_start ? doc_start + (size_t)b * T : NULL;
             // Chunk-start states: from h_save, or recomputed by a forward sweep (zero initial state).
             float *hs = NULL;
             const float *hsrc = h_save ? h_save + ((size_t)b * HV + j) * NT * SS : NULL;
@@ -381,7 +403,8 @@ void cpu_delta_rule_bwd(const DeltaRuleArgs *a, const void *do__, int lddo, cons
                     int Lc = T - c * C < C ? T - c * C : C;
                     memcpy(hs + (size_t)c * SS, w.h, SS * sizeof(float));
                     if (c == NT - 1) break; // the last chunk's end state is not needed
-                    chunk_prepare(&w, Lc, q, k, ldqk, v, ldv, beta, gamma, (size_t)b * T + (size_t)c * C, i, j, HV);
+                    chunk_prepare(&w, Lc, q, k, ldqk, v, ldv, beta, gamma, (size_t)b * T + (size_t)c * C, i, j, HV, ds,
+                                  c * C);
                     chunk_advance_state(&w, Lc);
                 }
                 hsrc = hs;
@@ -390,11 +413,11 @@ void cpu_delta_rule_bwd(const DeltaRuleArgs *a, const void *do__, int lddo, cons
             for (int c = NT - 1; c >= 0; c--) {
                 int Lc = T - c * C < C ? T - c * C : C;
                 size_t n0 = (size_t)b * T + (size_t)c * C;
-                chunk_prepare(&w, Lc, q, k, ldqk, v, ldv, beta, gamma, n0, i, j, HV);
+                chunk_prepare(&w, Lc, q, k, ldqk, v, ldv, beta, gamma, n0, i, j, HV, ds, c * C);
                 memcpy(w.h, hsrc + (size_t)c * SS, SS * sizeof(float));
                 memcpy(w.Vn, w.U, (size_t)Lc * dv * sizeof(float));
                 gemm_nn(w.Vn, dv, w.W, dk, w.h, dv, Lc, dv, dk, -1.0f, 1);
-                chunk_backward(&w, Lc, dO, lddo, n0, j, scale);
+                chunk_backward(&w, Lc, dO, lddo, n0, j, scale, ds, c * C);
                 for (int r = 0; r < Lc; r++) {
                     size_t n = n0 + r;
                     float *dqr = G > 1 ? dqs + (((size_t)b * HV + j) * T + (size_t)c * C + r) * dk

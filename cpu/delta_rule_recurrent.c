@@ -5,6 +5,9 @@
 //   S' = exp(g_t) S;  e = v_t - S'^T k_t;  u = beta_t e;  S = S' + k_t u^T;  o_t = S^T (scale q_t)
 // Work is parallel over (b, v head). The backward keeps one state per 64 tokens and recomputes the
 // states inside a segment from it, so memory is (T/64 + 65) states per task.
+// Packed documents (doc_start, backend.h): a token t > 0 with doc_start[t] == t starts a new document; its
+// decay is taken as exactly 0 (S' = 0 S), which is a zero state in the forward and, in reverse mode, stops
+// every gradient through the state at the boundary (dS_{t-1} = 0 dS', dg = <dS', 0> = 0).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,11 @@
 #include "cpu/cpu_ops.h"
 
 enum { SEG = GDN_CHUNK }; // checkpoint spacing = the chunk size, so h_save doubles as the checkpoints
+
+// The decay exp(gamma) of token t of a row, 0 where t starts a packed document.
+static inline float step_alpha(const int32_t *ds, int t, float gamma) {
+    return ds && t > 0 && ds[t] == t ? 0.0f : expf(gamma);
+}
 
 // Shape rules shared by both delta-rule forms.
 void cpu_delta_check_dims(const char *op, int B, int T, int H, int HV, int dk, int dv) {
@@ -22,8 +30,7 @@ void cpu_delta_check_dims(const char *op, int B, int T, int H, int HV, int dk, i
 
 // One token of the recurrence on S [dk, dv]: decays S in place, writes the rank-1 update and o.
 static void recurrent_step(float *S, float *o, const float *q, const float *k, const float *v, float beta,
-                           float gamma, int dk, int dv, float scale) {
-    float alpha = expf(gamma);
+                           float alpha, int dk, int dv, float scale) {
     for (int i = 0; i < dk * dv; i++) S[i] *= alpha;
     float u[dv];
     for (int e = 0; e < dv; e++) u[e] = v[e];
@@ -47,6 +54,7 @@ void cpu_delta_rule_recurrent_fwd(const DeltaRuleArgs *a, void *o_, int ldo, flo
     const float *beta = a->beta, *gamma = a->gamma;
     int ldqk = a->ldqk, ldv = a->ldv, B = a->B, T = a->T, H = a->H, HV = a->HV, dk = a->dk, dv = a->dv;
     float scale = a->scale;
+    const int32_t *doc_start = a->doc_start;
     CPU_REQUIRE(o_ && q_ && k_ && v_ && beta && gamma, "delta_rule_recurrent_fwd",
                 "NULL pointer (o, q, k, v, beta, gamma)");
     cpu_delta_check_dims("delta_rule_recurrent_fwd", B, T, H, HV, dk, dv);
@@ -58,6 +66,7 @@ void cpu_delta_rule_recurrent_fwd(const DeltaRuleArgs *a, void *o_, int ldo, flo
     for (int b = 0; b < B; b++)
         for (int j = 0; j < HV; j++) {
             int i = j / G;
+            const int32_t *ds = doc_start ? doc_start + (size_t)b * T : NULL;
             float *S = xmalloc(SS * sizeof(float));
             float *st = state ? state + ((size_t)b * HV + j) * SS : NULL;
             if (st) memcpy(S, st, SS * sizeof(float));
@@ -68,7 +77,7 @@ void cpu_delta_rule_recurrent_fwd(const DeltaRuleArgs *a, void *o_, int ldo, flo
                 size_t n = (size_t)b * T + t;
                 recurrent_step(S, o + n * ldo + (size_t)j * dv, q + n * ldqk + (size_t)i * dk,
                                k + n * ldqk + (size_t)i * dk, v + n * ldv + (size_t)j * dv, beta[n * HV + j],
-                               gamma[n * HV + j], dk, dv, scale);
+                               step_alpha(ds, t, gamma[n * HV + j]), dk, dv, scale);
             }
             if (st) memcpy(st, S, SS * sizeof(float));
             free(S);
@@ -82,8 +91,7 @@ void cpu_delta_rule_recurrent_fwd(const DeltaRuleArgs *a, void *o_, int ldo, flo
 //   dS' = dS - k de^T;  dg = <dS', S'>;  dS_{t-1} = a dS'
 static void recurrent_step_bwd(float *dS, float *dq, float *dk_, float *dv_, float *dbeta, float *dgamma,
                                const float *S_prev, const float *S_cur, const float *q, const float *k, const float *v,
-                               const float *do_, float beta, float gamma, int dk, int dv, float scale) {
-    float alpha = expf(gamma);
+                               const float *do_, float beta, float alpha, int dk, int dv, float scale) {
     float e[dv], u[dv], du[dv], de[dv];
     // Recompute e and u from S' = alpha S_prev (bit-identical to the forward).
     for (int x = 0; x < dv; x++) e[x] = v[x];
@@ -139,6 +147,7 @@ void cpu_delta_rule_recurrent_bwd(const DeltaRuleArgs *a, const void *do__, int 
     const float *beta = a->beta, *gamma = a->gamma;
     int ldqk = a->ldqk, ldv = a->ldv, B = a->B, T = a->T, H = a->H, HV = a->HV, dk = a->dk, dv = a->dv;
     float scale = a->scale;
+    const int32_t *doc_start = a->doc_start;
     CPU_REQUIRE(dq_ && dk_ && dv_ && dbeta && dgamma && do__ && q_ && k_ && v_ && beta && gamma,
                 "delta_rule_recurrent_bwd", "NULL pointer (dq, dk, dv, dbeta, dgamma, do, q, k, v, beta, gamma)");
     cpu_delta_check_dims("delta_rule_recurrent_bwd", B, T, H, HV, dk, dv);
@@ -157,6 +166,7 @@ void cpu_delta_rule_recurrent_bwd(const DeltaRuleArgs *a, const void *do__, int 
     for (int b = 0; b < B; b++)
         for (int j = 0; j < HV; j++) {
             int i = j / G;
+            const int32_t *ds = doc_start ? doc_start + (size_t)b * T : NULL;
             float *ckpt = xmalloc(((size_t)NT + SEG + 2) * SS * sizeof(float));
             float *seg = ckpt + (size_t)NT * SS; // S_{t0-1}, S_t0, ..., S_{t0+63}
             float *dS = seg + (size_t)(SEG + 1) * SS;
@@ -169,7 +179,7 @@ void cpu_delta_rule_recurrent_bwd(const DeltaRuleArgs *a, const void *do__, int 
                     if (t % SEG == 0) memcpy(ckpt + (size_t)(t / SEG) * SS, dS, SS * sizeof(float));
                     size_t n = (size_t)b * T + t;
                     recurrent_step(dS, NULL, NULL, k + n * ldqk + (size_t)i * dk, v + n * ldv + (size_t)j * dv,
-                                   beta[n * HV + j], gamma[n * HV + j], dk, dv, scale);
+                                   beta[n * HV + j], step_alpha(ds, t, gamma[n * HV + j]), dk, dv, scale);
                 }
             }
             memset(dS, 0, SS * sizeof(float));
@@ -181,7 +191,7 @@ void cpu_delta_rule_recurrent_bwd(const DeltaRuleArgs *a, const void *do__, int 
                     float *S = seg + (size_t)(t - t0 + 1) * SS;
                     memcpy(S, S - SS, SS * sizeof(float));
                     recurrent_step(S, NULL, NULL, k + n * ldqk + (size_t)i * dk, v + n * ldv + (size_t)j * dv,
-                                   beta[n * HV + j], gamma[n * HV + j], dk, dv, scale);
+                                   beta[n * HV + j], step_alpha(ds, t, gamma[n * HV + j]), dk, dv, scale);
                 }
                 for (int t = t1 - 1; t >= t0; t--) {
                     size_t n = (size_t)b * T + t;
@@ -191,8 +201,8 @@ void cpu_delta_rule_recurrent_bwd(const DeltaRuleArgs *a, const void *do__, int 
                     recurrent_step_bwd(dS, dqr, dkr, dV + n * lddv + (size_t)j * dv, dbeta + n * HV + j,
                                        dgamma + n * HV + j, S - SS, S, q + n * ldqk + (size_t)i * dk,
                                        k + n * ldqk + (size_t)i * dk, v + n * ldv + (size_t)j * dv,
-                                       dO + n * lddo + (size_t)j * dv, beta[n * HV + j], gamma[n * HV + j], dk, dv,
-                                       scale);
+                                       dO + n * lddo + (size_t)j * dv, beta[n * HV + j],
+                                       step_alpha(ds, t, gamma[n * HV + j]), dk, dv, scale);
                 }
             }
             free(ckpt);

@@ -297,6 +297,7 @@ static void fill_table(Backend *b, int use_bf16) {
     cu_register_norms(b, use_bf16);
     cu_register_matmul(b, use_bf16);
     cu_register_conv(b, use_bf16);
+    cu_register_doc_starts(b);
     cu_register_gate(b, use_bf16);
     cu_register_delta_rule_fwd(b, use_bf16);
     cu_register_delta_rule_bwd(b, use_bf16);

@@ -123,6 +123,7 @@ void cu_add_partials(float *dst, const float *part, int P, int W, const char *op
 void cu_register_matmul(Backend *b, int use_bf16);
 void cu_register_norms(Backend *b, int use_bf16);
 void cu_register_conv(Backend *b, int use_bf16);
+void cu_register_doc_starts(Backend *b);
 void cu_register_gate(Backend *b, int use_bf16);
 void cu_register_delta_rule_fwd(Backend *b, int use_bf16);
 void cu_register_delta_rule_bwd(Backend *b, int use_bf16);

@@ -5,6 +5,9 @@
 // channels, so loads are coalesced. The taps are right-aligned into a compile-time width KM >= K
 // (wp[jj] = w[jj - (KM-K)], zero for jj < KM-K), which keeps every register-array index static.
 // The backward's dw is reduced deterministically: per (b, tile) partials, then cu_add_partials.
+// Packed documents (doc_start, backend.h; nullable): output t reads x at p only when lo = doc_start[t] is 0 or
+// p >= lo. The mask is applied to the data operand (w * (ok ? x : 0)) so the fused multiply-adds, and the
+// results without doc_start, stay exactly as before.
 #include "cuda/common.cuh"
 
 enum { CONV_TT = 32, CONV_THREADS = 128, CONV_KMAX = 16 };
@@ -14,9 +17,12 @@ template <int KM> __device__ __forceinline__ void conv_taps(float (&wp)[KM], con
     for (int jj = 0; jj < KM; jj++) wp[jj] = jj >= KM - K ? w[(size_t)c * K + jj - (KM - K)] : 0.0f;
 }
 
+// Output with doc_start lo may read position p (p < 0: the state, which only the first document sees).
+__device__ __forceinline__ bool conv_tap_ok(int lo, int p) { return lo == 0 || p >= lo; }
+
 template <typename T, int KM>
 __global__ void conv_fwd_kernel(T *y, int ldy, const T *x, int ldx, const float *w, const float *state_in, int T_,
-                                int D, int K) {
+                                int D, int K, const int32_t *ds) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= D) return;
     const int b = blockIdx.z, t0 = blockIdx.y * CONV_TT, H1 = K - 1;
@@ -39,8 +45,9 @@ __global__ void conv_fwd_kernel(T *y, int ldy, const T *x, int ldx, const float 
         int t = t0 + p;
         if (t >= T_) break;
         float acc = 0.0f;
+        const int lo = ds ? ds[(size_t)b * T_ + t] : 0;
 #pragma unroll
-        for (int jj = 0; jj < KM; jj++) acc += wp[jj] * xv[p + jj];
+        for (int jj = 0; jj < KM; jj++) acc += wp[jj] * (conv_tap_ok(lo, t - (KM - 1) + jj) ? xv[p + jj] : 0.0f);
         y[((size_t)b * T_ + t) * ldy + c] = from_f<T>(acc * sigmoid_f(acc));
     }
 }
@@ -50,15 +57,17 @@ __global__ void conv_fwd_kernel(T *y, int ldy, const T *x, int ldx, const float 
 // state_out may alias state_in.
 template <typename T>
 __global__ void conv_state_kernel(float *state_out, const T *x, int ldx, const float *state_in, int B, int T_, int D,
-                                  int K) {
+                                  int K, const int32_t *ds) {
     const int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= B * D) return;
     const int b = idx / D, c = idx % D, H1 = K - 1;
+    const int lo = ds && T_ > 0 ? ds[(size_t)b * T_ + T_ - 1] : 0; // the window of the row's last document
     float win[CONV_KMAX];
     for (int i = 0; i < H1; i++) {
         int t = T_ - H1 + i;
         win[i] = t >= 0 ? to_f(x[((size_t)b * T_ + t) * ldx + c])
                         : (state_in ? state_in[((size_t)b * D + c) * H1 + H1 + t] : 0.0f);
+        if (lo > 0 && t < lo) win[i] = 0.0f;
     }
     for (int i = 0; i < H1; i++) state_out[((size_t)b * D + c) * H1 + i] = win[i];
 }
@@ -67,7 +76,7 @@ __global__ void conv_state_kernel(float *state_out, const T *x, int ldx, const f
 // dw part[(b, tile)][c*K + j] = sum over the tile's t of dpre[t] * x[t-K+1+j]. Zero initial state.
 template <typename T, int KM>
 __global__ void conv_bwd_kernel(T *dx, int lddx, float *part, const T *dy, int lddy, const T *x, int ldx,
-                                const float *w, int T_, int D, int K) {
+                                const float *w, int T_, int D, int K, const int32_t *ds) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= D) return;
     const int b = blockIdx.z, tile = blockIdx.y, t0 = tile * CONV_TT;
@@ -81,16 +90,18 @@ __global__ void conv_bwd_kernel(T *dx, int lddx, float *part, const T *dy, int l
         int t = t0 - (KM - 1) + i;
         xv[i] = t >= 0 && t < T_ ? to_f(x[((size_t)b * T_ + t) * ldx + c]) : 0.0f;
     }
-    // dp[p] = dpre at t = t0 + p (zero past the end of the sequence)
+    // dp[p] = dpre at t = t0 + p (zero past the end of the sequence); lop[p] its doc_start
     float dp[NP];
+    int lop[NP];
 #pragma unroll
     for (int p = 0; p < NP; p++) {
         int t = t0 + p;
         float d = 0.0f;
+        lop[p] = ds && t < T_ ? ds[(size_t)b * T_ + t] : 0;
         if (t < T_) {
             float u = 0.0f;
 #pragma unroll
-            for (int jj = 0; jj < KM; jj++) u += wp[jj] * xv[p + jj];
+            for (int jj = 0; jj < KM; jj++) u += wp[jj] * (conv_tap_ok(lop[p], t - (KM - 1) + jj) ? xv[p + jj] : 0.0f);
             float s = sigmoid_f(u);
             d = to_f(dy[((size_t)b * T_ + t) * lddy + c]) * s * (1.0f + u * (1.0f - s));
         }
@@ -102,7 +113,8 @@ __global__ void conv_bwd_kernel(T *dx, int lddx, float *part, const T *dy, int l
         if (t >= T_) break;
         float g = 0.0f;
 #pragma unroll
-        for (int jj = 0; jj < KM; jj++) g += wp[jj] * dp[p + KM - 1 - jj];
+        for (int jj = 0; jj < KM; jj++)
+            g += wp[jj] * (conv_tap_ok(lop[p + KM - 1 - jj], t) ? dp[p + KM - 1 - jj] : 0.0f);
         dx[((size_t)b * T_ + t) * lddx + c] = from_f<T>(g);
     }
     float *pr = part + ((size_t)b * gridDim.y + tile) * D * K + (size_t)c * K;
@@ -111,7 +123,8 @@ __global__ void conv_bwd_kernel(T *dx, int lddx, float *part, const T *dy, int l
         if (jj < KM - K) continue; // padding taps
         float acc = 0.0f;
 #pragma unroll
-        for (int p = 0; p < CONV_TT; p++) acc += dp[p] * xv[p + jj]; // dp is 0 past the end
+        for (int p = 0; p < CONV_TT; p++) // dp is 0 past the end
+            acc += dp[p] * (conv_tap_ok(lop[p], t0 + p - (KM - 1) + jj) ? xv[p + jj] : 0.0f);
         pr[jj - (KM - K)] = acc;
     }
 }
@@ -122,7 +135,7 @@ __global__ void conv_bwd_kernel(T *dx, int lddx, float *part, const T *dy, int l
 enum { CONV_TT2 = 16 };
 template <typename T, int KM>
 __global__ void conv_bwd_pair_kernel(T *dx, int lddx, float *part, const T *dy, int lddy, const T *x, int ldx,
-                                     const float *w, int T_, int D, int K) {
+                                     const float *w, int T_, int D, int K, const int32_t *ds) {
     const int c = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
     if (c >= D) return;
     const int b = blockIdx.z, tile = blockIdx.y, t0 = tile * CONV_TT2;
@@ -138,16 +151,19 @@ __global__ void conv_bwd_pair_kernel(T *dx, int lddx, float *part, const T *dy, 
         if (t >= 0 && t < T_) load2(xv[0][i], xv[1][i], x + ((size_t)b * T_ + t) * ldx + c);
     }
     float dp[2][NP];
+    int lop[NP];
 #pragma unroll
     for (int p = 0; p < NP; p++) {
         int t = t0 + p;
         float g0 = 0.0f, g1 = 0.0f;
+        lop[p] = ds && t < T_ ? ds[(size_t)b * T_ + t] : 0;
         if (t < T_) load2(g0, g1, dy + ((size_t)b * T_ + t) * lddy + c);
 #pragma unroll
         for (int q = 0; q < 2; q++) {
             float u = 0.0f;
 #pragma unroll
-            for (int jj = 0; jj < KM; jj++) u += wp[q][jj] * xv[q][p + jj];
+            for (int jj = 0; jj < KM; jj++)
+                u += wp[q][jj] * (conv_tap_ok(lop[p], t - (KM - 1) + jj) ? xv[q][p + jj] : 0.0f);
             float sg = sigmoid_f(u);
             dp[q][p] = (q ? g1 : g0) * sg * (1.0f + u * (1.0f - sg)); // 0 past the end (g = 0)
         }
@@ -161,7 +177,8 @@ __global__ void conv_bwd_pair_kernel(T *dx, int lddx, float *part, const T *dy, 
         for (int q = 0; q < 2; q++) {
             g[q] = 0.0f;
 #pragma unroll
-            for (int jj = 0; jj < KM; jj++) g[q] += wp[q][jj] * dp[q][p + KM - 1 - jj];
+            for (int jj = 0; jj < KM; jj++)
+                g[q] += wp[q][jj] * (conv_tap_ok(lop[p + KM - 1 - jj], t) ? dp[q][p + KM - 1 - jj] : 0.0f);
         }
         store2(dx + ((size_t)b * T_ + t) * lddx + c, g[0], g[1]);
     }
@@ -173,7 +190,8 @@ __global__ void conv_bwd_pair_kernel(T *dx, int lddx, float *part, const T *dy, 
             if (jj < KM - K) continue; // padding taps
             float acc = 0.0f;
 #pragma unroll
-            for (int p = 0; p < CONV_TT2; p++) acc += dp[q][p] * xv[q][p + jj];
+            for (int p = 0; p < CONV_TT2; p++)
+                acc += dp[q][p] * (conv_tap_ok(lop[p], t0 + p - (KM - 1) + jj) ? xv[q][p + jj] : 0.0f);
             pr[jj - (KM - K)] = acc;
         }
     }
@@ -181,7 +199,7 @@ __global__ void conv_bwd_pair_kernel(T *dx, int lddx, float *part, const T *dy, 
 
 template <typename T>
 static void cu_conv_silu_fwd(void *y, int ldy, const void *x, int ldx, const float *w, const float *state_in,
-                             float *state_out, int B, int T_, int D, int K) {
+                             float *state_out, int B, int T_, int D, int K, const int32_t *doc_start) {
     CU_REQUIRE(y && x && w, "conv_silu_fwd", "NULL pointer (y, x, w)");
     CU_REQUIRE(K >= 1 && K <= CONV_KMAX, "conv_silu_fwd", "kernel width K=%d outside [1, %d]", K, CONV_KMAX);
     CU_REQUIRE(B >= 0 && T_ >= 0 && D > 0, "conv_silu_fwd", "bad shape B=%d T=%d D=%d", B, T_, D);
@@ -194,22 +212,22 @@ static void cu_conv_silu_fwd(void *y, int ldy, const void *x, int ldx, const flo
         CU_REQUIRE(grid.y <= 65535, "conv_silu_fwd", "T=%d exceeds the kernel's grid", T_);
         if (K <= 4)
             cu_launch("conv_silu_fwd", conv_fwd_kernel<T, 4>, grid, dim3(CONV_THREADS), 0, (T *)y, ldy, (const T *)x,
-                      ldx, w, state_in, T_, D, K);
+                      ldx, w, state_in, T_, D, K, doc_start);
         else if (K <= 8)
             cu_launch("conv_silu_fwd", conv_fwd_kernel<T, 8>, grid, dim3(CONV_THREADS), 0, (T *)y, ldy, (const T *)x,
-                      ldx, w, state_in, T_, D, K);
+                      ldx, w, state_in, T_, D, K, doc_start);
         else
             cu_launch("conv_silu_fwd", conv_fwd_kernel<T, 16>, grid, dim3(CONV_THREADS), 0, (T *)y, ldy, (const T *)x,
-                      ldx, w, state_in, T_, D, K);
+                      ldx, w, state_in, T_, D, K, doc_start);
     }
     if (state_out && K > 1)
         cu_launch("conv_silu_fwd state", conv_state_kernel<T>, dim3(cu_blocks((size_t)B * D, 128)), dim3(128), 0,
-                  state_out, (const T *)x, ldx, state_in, B, T_, D, K);
+                  state_out, (const T *)x, ldx, state_in, B, T_, D, K, doc_start);
 }
 
 template <typename T>
 static void cu_conv_silu_bwd(void *dx, int lddx, float *dw, const void *dy, int lddy, const void *x, int ldx,
-                             const float *w, int B, int T_, int D, int K) {
+                             const float *w, int B, int T_, int D, int K, const int32_t *doc_start) {
     CU_REQUIRE(dx && dw && dy && x && w, "conv_silu_bwd", "NULL pointer (dx, dw, dy, x, w)");
     CU_REQUIRE(K >= 1 && K <= CONV_KMAX, "conv_silu_bwd", "kernel width K=%d outside [1, %d]", K, CONV_KMAX);
     CU_REQUIRE(B >= 0 && T_ >= 0 && D > 0, "conv_silu_bwd", "bad shape B=%d T=%d D=%d", B, T_, D);
@@ -226,7 +244,7 @@ static void cu_conv_silu_bwd(void *dx, int lddx, float *dw, const void *dy, int 
         const int P = (int)(grid.y * grid.z);
         float *part = (float *)cu_scratch((size_t)P * D * K * sizeof(float), "conv_silu_bwd");
         cu_launch("conv_silu_bwd", conv_bwd_pair_kernel<T, 4>, grid, dim3(CONV_THREADS), 0, (T *)dx, lddx, part,
-                  (const T *)dy, lddy, (const T *)x, ldx, w, T_, D, K);
+                  (const T *)dy, lddy, (const T *)x, ldx, w, T_, D, K, doc_start);
         cu_add_partials(dw, part, P, D * K, "conv_silu_bwd dw sum");
         cu_scratch_free(part);
         return;
@@ -237,13 +255,13 @@ static void cu_conv_silu_bwd(void *dx, int lddx, float *dw, const void *dy, int 
     float *part = (float *)cu_scratch((size_t)P * D * K * sizeof(float), "conv_silu_bwd");
     if (K <= 4)
         cu_launch("conv_silu_bwd", conv_bwd_kernel<T, 4>, grid, dim3(CONV_THREADS), 0, (T *)dx, lddx, part,
-                  (const T *)dy, lddy, (const T *)x, ldx, w, T_, D, K);
+                  (const T *)dy, lddy, (const T *)x, ldx, w, T_, D, K, doc_start);
     else if (K <= 8)
         cu_launch("conv_silu_bwd", conv_bwd_kernel<T, 8>, grid, dim3(CONV_THREADS), 0, (T *)dx, lddx, part,
-                  (const T *)dy, lddy, (const T *)x, ldx, w, T_, D, K);
+                  (const T *)dy, lddy, (const T *)x, ldx, w, T_, D, K, doc_start);
     else
         cu_launch("conv_silu_bwd", conv_bwd_kernel<T, 16>, grid, dim3(CONV_THREADS), 0, (T *)dx, lddx, part,
-                  (const T *)dy, lddy, (const T *)x, ldx, w, T_, D, K);
+                  (const T *)dy, lddy, (const T *)x, ldx, w, T_, D, K, doc_start);
     cu_add_partials(dw, part, P, D * K, "conv_silu_bwd dw sum");
     cu_scratch_free(part);
 }

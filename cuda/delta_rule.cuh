@@ -26,6 +26,7 @@ struct DrArgs {
     const void *q, *k, *v; // act inputs [N, H*dk] (ldqk), [N, HV*dv] (ldv)
     int ldqk, ldv;
     const float *beta, *gamma; // [N, HV]
+    const int32_t *ds;         // packed documents: doc_start [N] (backend.h), or NULL
     // scratch / saved
     float *Gc;   // within-chunk cumsum of gamma, fp32 [B,HV,T]
     void *W, *U; // act [B,HV,T,dk], [B,HV,T,dv]
@@ -97,6 +98,20 @@ __device__ __forceinline__ void load_tile(float *dst, int lds, const S *src, siz
 __device__ __forceinline__ void load_G(float *Gs, const DrArgs &a, size_t hr0, int Lc) {
     if (threadIdx.x < DR_C) Gs[threadIdx.x] = a.Gc[hr0 + min((int)threadIdx.x, Lc - 1)];
 }
+// Packed documents (a.ds), as the CPU twin (cpu/delta_rule_chunk.c): fixed chunks with masks. Ds[r] = doc_start of
+// row r of the chunk at t0 (rows past Lc: the last row's; all 0 without a.ds, which turns every mask off). Gc
+// restarts at each document start; e^{G_i - G_j} needs Ds[i] == Ds[j], e^{G_i} a carried row, e^{G_last - G_i}
+// Ds[i] == Ds[last]. The masks select values, never change the arithmetic of the unmasked ones.
+__device__ __forceinline__ int dr_ds(const DrArgs &a, int b, int t0, int Lc, int r) {
+    return a.ds ? a.ds[(size_t)b * a.T + t0 + min(r, Lc - 1)] : 0;
+}
+__device__ __forceinline__ void load_D(int *Ds, const DrArgs &a, int b, int t0, int Lc) {
+    if (threadIdx.x < DR_C) Ds[threadIdx.x] = dr_ds(a, b, t0, Lc, (int)threadIdx.x);
+}
+// A row with doc_start ds reads the carried state h_n: its document began before the chunk at t0, or it is the
+// row's first document.
+__device__ __forceinline__ bool dr_carried_ds(int ds, int t0) { return ds < t0 || ds == 0; }
+__device__ __forceinline__ bool dr_carried(const int *Ds, int t0, int r) { return dr_carried_ds(Ds[r], t0); }
 
 // Forward launchers (delta_rule_fwd.cu), also used by the backward to recompute what it needs.
 // intra: Gc, W, U (and Tm when a.Tm != NULL) for every chunk.

@@ -73,6 +73,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
     float *Sm = Ks + DR_C * SK;  // [64][SC]
     float *dOs = Sm + DR_C * SC; // [64][SV]
     float *Gs = dOs + DR_C * SV; // [64]
+    __shared__ int Ds[DR_C];
     const int n = blockIdx.x, j = blockIdx.y, b = blockIdx.z, i = j / a.G;
     const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -81,6 +82,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
     load_tile(Ks, SK, (const T *)a.k + tok0 * a.ldqk + (size_t)i * a.dk, a.ldqk, Lc, a.dk, DR_C, DKP);
     load_tile(dOs, SV, (const T *)a.dO + tok0 * a.lddo + (size_t)j * a.dv, a.lddo, Lc, a.dv, DR_C, DVP);
     load_G(Gs, a, hr0, Lc);
+    load_D(Ds, a, b, t0, Lc);
     __syncthreads();
     {
         float acc[4][4];
@@ -91,8 +93,9 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 int row = ty + 16 * r, col = tx + 16 * c;
-                Sm[row * SC + col] =
-                    col <= row && row < Lc ? rnd<T>(a.scale * acc[r][c] * expf(Gs[row] - Gs[col])) : 0.0f;
+                Sm[row * SC + col] = col <= row && row < Lc && Ds[row] == Ds[col]
+                                         ? rnd<T>(a.scale * acc[r][c] * expf(Gs[row] - Gs[col]))
+                                         : 0.0f;
             }
     }
     __syncthreads();
@@ -128,6 +131,7 @@ template <typename T, int DKP, int BV> __global__ void __launch_bounds__(DR_THRE
     float *dOs = Ws + DR_C * SK;  // [64][SB]
     float *dVn = dOs + DR_C * SB; // [64][SB] act-rounded dV_new
     float *Gs = dVn + DR_C * SB;  // [64]
+    __shared__ int Ds[DR_C];
     const int e0 = blockIdx.x * BV, j = blockIdx.y, b = blockIdx.z, i = j / a.G;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const size_t bj = (size_t)b * a.HV + j;
@@ -151,12 +155,13 @@ template <typename T, int DKP, int BV> __global__ void __launch_bounds__(DR_THRE
         load_tile(dOs, SB, (const T *)a.dO + tok0 * a.lddo + (size_t)j * a.dv + e0, a.lddo, Lc, BV, DR_C, BV);
         for (int idx = threadIdx.x; idx < DR_C * DKP; idx += blockDim.x) {
             int r = idx / DKP, d = idx % DKP;
+            const int dsr = a.ds && r < Lc ? a.ds[tok0 + r] : 0; // Ds is not loaded yet in this phase
+            const float eg = r < Lc && (dsr < t0 || dsr == 0) ? expf(a.Gc[hr0 + r]) : 0.0f;
             Qs[r * SK + d] =
-                r < Lc && d < a.dk
-                    ? rnd<T>(a.scale * expf(a.Gc[hr0 + r]) * to_f(q[(tok0 + r) * a.ldqk + (size_t)i * a.dk + d]))
-                    : 0.0f;
+                r < Lc && d < a.dk ? rnd<T>(a.scale * eg * to_f(q[(tok0 + r) * a.ldqk + (size_t)i * a.dk + d])) : 0.0f;
         }
         load_G(Gs, a, hr0, Lc);
+        load_D(Ds, a, b, t0, Lc);
         __syncthreads();
         const float GL = Gs[Lc - 1];
         { // dV_new = dV_loc + e^{G_last - G} . (K dS_end)
@@ -171,7 +176,8 @@ template <typename T, int DKP, int BV> __global__ void __launch_bounds__(DR_THRE
                     float val = 0.0f;
                     if (row < Lc) {
                         size_t o = (hr0 + row) * a.dv + e0 + e;
-                        val = to_f(((const T *)a.dvloc)[o]) + expf(GL - Gs[row]) * acc[r][c];
+                        val = to_f(((const T *)a.dvloc)[o]) +
+                              (Ds[row] == Ds[Lc - 1] ? expf(GL - Gs[row]) : 0.0f) * acc[r][c];
                         ((T *)a.dvnew)[o] = from_f<T>(val);
                         val = rnd<T>(val);
                     }
@@ -180,7 +186,7 @@ template <typename T, int DKP, int BV> __global__ void __launch_bounds__(DR_THRE
         }
         __syncthreads();
         { // dS_start = e^{G_last} dS_end + (s e^G Q)^T dO - W^T dV_new
-            const float eL = expf(GL);
+            const float eL = dr_carried(Ds, t0, Lc - 1) ? expf(GL) : 0.0f;
 #pragma unroll
             for (int r = 0; r < MR; r++)
 #pragma unroll
@@ -219,6 +225,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
     float *Rh = Rd + DR_C * SV; // [DKP][SV] h_n, later dS_end
     float *Gs = Rh + DKP * SV;  // [64]
     float *dgq = Gs + DR_C;     // [64] rowsum(dQ . Q)
+    __shared__ int Ds[DR_C];
     const int n = blockIdx.x, j = blockIdx.y, b = blockIdx.z, i = j / a.G;
     const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -230,6 +237,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
     load_tile(Rd, SV, (const T *)a.dO + tok0 * a.lddo + (size_t)j * a.dv, a.lddo, Lc, a.dv, DR_C, DVP);
     load_tile(Rh, SV, (const T *)a.h + so, a.dv, a.dk, a.dv, DKP, DVP);
     load_G(Gs, a, hr0, Lc);
+    load_D(Ds, a, b, t0, Lc);
     __syncthreads();
     const float GL = Gs[Lc - 1];
     { // P = s (dO V_new^T) . Gamma . M
@@ -241,8 +249,9 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 int row = ty + 16 * r, col = tx + 16 * c;
-                Ps[row * SC + col] =
-                    col <= row && row < Lc ? rnd<T>(a.scale * acc[r][c] * expf(Gs[row] - Gs[col])) : 0.0f;
+                Ps[row * SC + col] = col <= row && row < Lc && Ds[row] == Ds[col]
+                                         ? rnd<T>(a.scale * acc[r][c] * expf(Gs[row] - Gs[col]))
+                                         : 0.0f;
             }
     }
     __syncthreads();
@@ -255,7 +264,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             int row = ty + 16 * r;
-            float eg = a.scale * expf(Gs[row]);
+            float eg = a.scale * (dr_carried(Ds, t0, row) ? expf(Gs[row]) : 0.0f);
             part[r] = 0.0f;
 #pragma unroll
             for (int c = 0; c < NK; c++) {
@@ -307,7 +316,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             int row = ty + 16 * r;
-            float dec = row < Lc ? expf(GL - Gs[row]) : 0.0f;
+            float dec = row < Lc && Ds[row] == Ds[Lc - 1] ? expf(GL - Gs[row]) : 0.0f;
             part[r] = 0.0f;
 #pragma unroll
             for (int c = 0; c < NK; c++) {
@@ -319,7 +328,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
                 part[r] += dkv * Ks[row * SK + d];
             }
         }
-        const float extra = block_sum(kint) + expf(GL) * hd;
+        const float extra = block_sum(kint) + (dr_carried(Ds, t0, Lc - 1) ? expf(GL) : 0.0f) * hd;
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             int row = ty + 16 * r;
@@ -353,6 +362,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
     float *bs = Gs + DR_C;       // [64] beta (0 past Lc)
     float *dbs = bs + DR_C;      // [64] dbeta
     float *dgs = dbs + DR_C;     // [64] dG
+    __shared__ int Ds[DR_C];
     const int n = blockIdx.x, j = blockIdx.y, b = blockIdx.z, i = j / a.G;
     const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -364,6 +374,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
     load_tile(dUs, SV, (const T *)a.dvnew + hr0 * a.dv, a.dv, Lc, a.dv, DR_C, DVP);
     load_tile(Vs, SV, (const T *)a.v + tok0 * a.ldv + (size_t)j * a.dv, a.ldv, Lc, a.dv, DR_C, DVP);
     load_G(Gs, a, hr0, Lc);
+    load_D(Ds, a, b, t0, Lc);
     if (threadIdx.x < DR_C) {
         int r = threadIdx.x;
         bs[r] = r < Lc ? a.beta[(tok0 + r) * a.HV + j] : 0.0f;
@@ -381,7 +392,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             int row = ty + 16 * r;
-            float bg = bs[row] * expf(Gs[row]);
+            float bg = bs[row] * (dr_carried(Ds, t0, row) ? expf(Gs[row]) : 0.0f);
             part[r] = 0.0f;
 #pragma unroll
             for (int c = 0; c < NK; c++) {
@@ -394,7 +405,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
             int row = ty + 16 * r;
             float xk = half_warp_sum(part[r]);
             if (tx == 0) {
-                float eg = expf(Gs[row]);
+                float eg = dr_carried(Ds, t0, row) ? expf(Gs[row]) : 0.0f;
                 dbs[row] += eg * xk;
                 dgs[row] += bs[row] * eg * xk;
             }
@@ -434,7 +445,8 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 int row = ty + 16 * r, col = tx + 16 * c;
-                dTs[row * SC + col] = col < row ? acc1[r][c] * (bs[col] * expf(Gs[col])) + acc2[r][c] * bs[col] : 0.0f;
+                const float egc = dr_carried(Ds, t0, col) ? expf(Gs[col]) : 0.0f;
+                dTs[row * SC + col] = col < row ? acc1[r][c] * (bs[col] * egc) + acc2[r][c] * bs[col] : 0.0f;
             }
     }
     __syncthreads();
@@ -462,7 +474,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
             for (int c = 0; c < 4; c++) {
                 int col = tx + 16 * c;
                 float e = 0.0f, dm = 0.0f;
-                if (col < row) {
+                if (col < row && Ds[row] == Ds[col]) {
                     float gam = expf(Gs[row] - Gs[col]);
                     float dA = -acc[r][c];
                     e = dA * (bs[row] * kk[r][c] * gam);
@@ -522,6 +534,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
         for (int r = Lc - 1; r >= 0; r--) {
             acc += dgs[r];
             a.dgamma[(tok0 + r) * a.HV + j] = acc;
+            if (Ds[r] == t0 + r) acc = 0.0f; // G restarts where a document starts
         }
     }
     if ((int)threadIdx.x < Lc) a.dbeta[(tok0 + threadIdx.x) * a.HV + j] = dbs[threadIdx.x];
@@ -579,6 +592,7 @@ static void cu_delta_rule_bwd(const DeltaRuleArgs *in, const void *do_, int lddo
     const float *beta = in->beta, *gamma = in->gamma;
     int ldqk = in->ldqk, ldv = in->ldv, B = in->B, T_ = in->T, H = in->H, HV = in->HV, dk_ = in->dk, dv_ = in->dv;
     float scale = in->scale;
+    const int32_t *doc_start = in->doc_start;
     CU_REQUIRE(dq && dk && dv && dbeta && dgamma && do_ && q && k && v && beta && gamma, "delta_rule_bwd",
                "NULL pointer (dq, dk, dv, dbeta, dgamma, do, q, k, v, beta, gamma)");
     dr_check_dims("delta_rule_bwd", B, T_, H, HV, dk_, dv_);
@@ -590,7 +604,7 @@ static void cu_delta_rule_bwd(const DeltaRuleArgs *in, const void *do_, int lddo
     memset(&a, 0, sizeof a);
     a.B = B, a.T = T_, a.H = H, a.HV = HV, a.G = HV / H, a.dk = dk_, a.dv = dv_, a.NT = (T_ + DR_C - 1) / DR_C;
     a.scale = scale;
-    a.q = q, a.k = k, a.v = v, a.ldqk = ldqk, a.ldv = ldv, a.beta = beta, a.gamma = gamma;
+    a.q = q, a.k = k, a.v = v, a.ldqk = ldqk, a.ldv = ldv, a.beta = beta, a.gamma = gamma, a.ds = doc_start;
     a.dO = do_, a.lddo = lddo, a.dq = dq, a.dk_out = dk, a.dv_out = dv, a.lddqk = lddqk, a.lddv = lddv;
     a.dbeta = dbeta, a.dgamma = dgamma;
     const char *op = "delta_rule_bwd";

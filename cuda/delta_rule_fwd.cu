@@ -28,6 +28,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
     float *Ts = As + DR_C * SC; // [64][SC] Tm = (I + A)^-1
     float *bs = Ts + DR_C * SC; // [64] beta
     float *Gs = bs + DR_C;      // [64] cumsum of gamma
+    __shared__ int Ds[DR_C];    // doc_start per row (load_D)
     const int n = blockIdx.x, j = blockIdx.y, b = blockIdx.z, i = j / a.G;
     const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -39,9 +40,11 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
         int r = threadIdx.x;
         bs[r] = r < Lc ? a.beta[(tok0 + r) * a.HV + j] : 0.0f;
     }
-    if (threadIdx.x == 0) { // sequential cumsum: the CPU twin's order
+    load_D(Ds, a, b, t0, Lc);
+    if (threadIdx.x == 0) { // sequential cumsum: the CPU twin's order, restarting where a document starts
         float g = 0.0f;
         for (int r = 0; r < DR_C; r++) {
+            if (r < Lc && a.ds && a.ds[tok0 + r] == t0 + r) g = 0.0f;
             if (r < Lc) g += a.gamma[(tok0 + r) * a.HV + j];
             Gs[r] = g; // rows past Lc keep G_last
         }
@@ -58,7 +61,8 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 int row = ty + 16 * r, col = tx + 16 * c;
-                As[row * SC + col] = row > col ? bs[row] * acc[r][c] * expf(Gs[row] - Gs[col]) : 0.0f;
+                As[row * SC + col] =
+                    row > col && Ds[row] == Ds[col] ? bs[row] * acc[r][c] * expf(Gs[row] - Gs[col]) : 0.0f;
             }
     }
     __syncthreads();
@@ -86,7 +90,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
     // K <- beta e^G K, V <- beta V (act-rounded: FLA feeds these to the products in bf16)
     for (int idx = threadIdx.x; idx < DR_C * DKP; idx += blockDim.x) {
         int r = idx / DKP, d = idx % DKP;
-        Ks[r * SK + d] = rnd<T>(bs[r] * expf(Gs[r]) * Ks[r * SK + d]);
+        Ks[r * SK + d] = rnd<T>(bs[r] * (dr_carried(Ds, t0, r) ? expf(Gs[r]) : 0.0f) * Ks[r * SK + d]);
     }
     for (int idx = threadIdx.x; idx < DR_C * DVP; idx += blockDim.x) {
         int r = idx / DVP, e = idx % DVP;
@@ -138,6 +142,7 @@ template <typename T, int DKP, int BV> __global__ void __launch_bounds__(DR_THRE
     float *Ks = Ws + DR_C * SK; // [64][SK]
     float *Vd = Ks + DR_C * SK; // [64][SB] e^{G_last - G} . V_new, act-rounded
     float *Gs = Vd + DR_C * SB; // [64]
+    __shared__ int Ds[DR_C];
     const int e0 = blockIdx.x * BV, j = blockIdx.y, b = blockIdx.z, i = j / a.G;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const size_t bj = (size_t)b * a.HV + j;
@@ -166,6 +171,7 @@ template <typename T, int DKP, int BV> __global__ void __launch_bounds__(DR_THRE
         load_tile(Ws, SK, Wg + hr0 * a.dk, a.dk, Lc, a.dk, DR_C, DKP);
         load_tile(Ks, SK, k + tok0 * a.ldqk + (size_t)i * a.dk, a.ldqk, Lc, a.dk, DR_C, DKP);
         load_G(Gs, a, hr0, Lc);
+        load_D(Ds, a, b, t0, Lc);
         __syncthreads();
         const float GL = Gs[Lc - 1];
         { // V_new = U - W h_n
@@ -182,13 +188,13 @@ template <typename T, int DKP, int BV> __global__ void __launch_bounds__(DR_THRE
                         size_t o = (hr0 + row) * a.dv + e0 + e;
                         float vn = to_f(U[o]) - acc[r][c];
                         if (a.vnew) ((T *)a.vnew)[o] = from_f<T>(vn);
-                        vd = rnd<T>(expf(GL - Gs[row]) * vn);
+                        vd = rnd<T>((Ds[row] == Ds[Lc - 1] ? expf(GL - Gs[row]) : 0.0f) * vn);
                     }
                     Vd[row * SB + e] = vd;
                 }
         }
         __syncthreads();
-        const float eL = expf(GL);
+        const float eL = dr_carried(Ds, t0, Lc - 1) ? expf(GL) : 0.0f; // 0: the last document starts here
 #pragma unroll
         for (int r = 0; r < MR; r++)
 #pragma unroll
@@ -224,6 +230,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
     float *hs = R2 + DR_C * SR; // [DKP][SV] h_n (act)
     float *Sm = hs + DKP * SV;  // [64][SC] (Q K^T . Gamma . M), act-rounded
     float *Gs = Sm + DR_C * SC; // [64]
+    __shared__ int Ds[DR_C];
     const int n = blockIdx.x, j = blockIdx.y, b = blockIdx.z, i = j / a.G;
     const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -232,6 +239,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
     load_tile(Qs, SK, (const T *)a.q + tok0 * a.ldqk + (size_t)i * a.dk, a.ldqk, Lc, a.dk, DR_C, DKP);
     load_tile(R2, SK, (const T *)a.k + tok0 * a.ldqk + (size_t)i * a.dk, a.ldqk, Lc, a.dk, DR_C, DKP);
     load_G(Gs, a, hr0, Lc);
+    load_D(Ds, a, b, t0, Lc);
     __syncthreads();
     {
         float acc[4][4];
@@ -242,7 +250,9 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 int row = ty + 16 * r, col = tx + 16 * c;
-                Sm[row * SC + col] = col <= row && row < Lc ? rnd<T>(acc[r][c] * expf(Gs[row] - Gs[col])) : 0.0f;
+                Sm[row * SC + col] = col <= row && row < Lc && Ds[row] == Ds[col]
+                                         ? rnd<T>(acc[r][c] * expf(Gs[row] - Gs[col]))
+                                         : 0.0f;
             }
     }
     __syncthreads();
@@ -262,7 +272,7 @@ template <typename T, int DKP, int DVP> __global__ void __launch_bounds__(DR_THR
             int row = ty + 16 * r, e = tx + 16 * c;
             if (row < Lc && e < a.dv)
                 o[(tok0 + row) * a.ldo + (size_t)j * a.dv + e] =
-                    from_f<T>(a.scale * (expf(Gs[row]) * acc1[r][c] + acc2[r][c]));
+                    from_f<T>(a.scale * ((dr_carried(Ds, t0, row) ? expf(Gs[row]) : 0.0f) * acc1[r][c] + acc2[r][c]));
         }
 }
 
@@ -323,6 +333,7 @@ static void cu_delta_rule_fwd(const DeltaRuleArgs *in, void *o, int ldo, float *
     const float *beta = in->beta, *gamma = in->gamma;
     int ldqk = in->ldqk, ldv = in->ldv, B = in->B, T_ = in->T, H = in->H, HV = in->HV, dk = in->dk, dv = in->dv;
     float scale = in->scale;
+    const int32_t *doc_start = in->doc_start;
     CU_REQUIRE(o && q && k && v && beta && gamma, "delta_rule_fwd", "NULL pointer (o, q, k, v, beta, gamma)");
     dr_check_dims("delta_rule_fwd", B, T_, H, HV, dk, dv);
     CU_REQUIRE(ldqk >= H * dk && ldv >= HV * dv && ldo >= HV * dv, "delta_rule_fwd",
@@ -332,9 +343,9 @@ static void cu_delta_rule_fwd(const DeltaRuleArgs *in, void *o, int ldo, float *
     memset(&a, 0, sizeof a);
     a.B = B, a.T = T_, a.H = H, a.HV = HV, a.G = HV / H, a.dk = dk, a.dv = dv, a.NT = (T_ + DR_C - 1) / DR_C;
     a.scale = scale;
-    a.q = q, a.k = k, a.v = v, a.ldqk = ldqk, a.ldv = ldv, a.beta = beta, a.gamma = gamma;
+    a.q = q, a.k = k, a.v = v, a.ldqk = ldqk, a.ldv = ldv, a.beta = beta, a.gamma = gamma, a.ds = doc_start;
     a.o = o, a.ldo = ldo, a.state = state;
-    if (!h_save && T_ <= DR_DECODE_MAX_T) { // decode: no chunk work
+    if (!h_save && T_ <= DR_DECODE_MAX_T && !doc_start) { // decode: no chunk work
         dr_decode_fwd<T>(a);
         return;
     }

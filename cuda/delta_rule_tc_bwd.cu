@@ -94,8 +94,9 @@ template <int BV> __global__ void __launch_bounds__(TC_THREADS) dr_tc_dh_kernel(
         else
             cp_async_wait<0>();
         __syncthreads();
+        const int dl_ = dr_ds(a, b, t0, Lc, Lc - 1); // packed documents (delta_rule.cuh)
         if (qrow < Lc) { // Q <- bf16(s e^G q): thread pair per row, 32 columns each
-            const float f = a.scale * expf(GQ);
+            const float f = a.scale * (dr_carried_ds(dr_ds(a, b, t0, Lc, qrow), t0) ? expf(GQ) : 0.0f);
             bf16 *qr = Q + qrow * TC_LD + (threadIdx.x & 1) * 32;
 #pragma unroll 8
             for (int c = 0; c < 32; c++) qr[c] = __float2bfloat16_rn(f * __bfloat162float(qr[c]));
@@ -110,7 +111,8 @@ template <int BV> __global__ void __launch_bounds__(TC_THREADS) dr_tc_dh_kernel(
                 lda_rk(ka, K, TC_LD, R0, 16 * s);
                 mma_row<B_KN>(acc, ka, dSs, LDB, 16 * s, 0, NP);
             }
-            const float dec0 = expf(GL - G0), dec1 = expf(GL - G1);
+            const float dec0 = dr_ds(a, b, t0, Lc, R0 + acc_row(0)) == dl_ ? expf(GL - G0) : 0.0f;
+            const float dec1 = dr_ds(a, b, t0, Lc, R0 + acc_row(2)) == dl_ ? expf(GL - G1) : 0.0f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -135,7 +137,7 @@ template <int BV> __global__ void __launch_bounds__(TC_THREADS) dr_tc_dh_kernel(
         }
         __syncthreads(); // scaled Q and dV_new complete
         { // dS_start = e^{G_last} dS_end + Qg^T dO - W^T dV_new (A operands read transposed from the tiles)
-            const float eL = expf(GL);
+            const float eL = dr_carried_ds(dl_, t0) ? expf(GL) : 0.0f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -195,6 +197,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
     const int warp = threadIdx.x >> 5, lane = tc_lane(), R0 = 16 * warp;
     const int ksk = a.dk / 16, pv = a.dv / 16;
     const size_t tok0 = (size_t)b * a.T + t0;
+    __shared__ int Ds[DR_C]; // doc_start per row (load_D); published by the first head's barrier
+    load_D(Ds, a, b, t0, Lc);
 
     tile_load<DR_C, DR_C, TC_LD>(Qs, (const bf16 *)a.q + tok0 * a.ldqk + (size_t)i * a.dk, a.ldqk, Lc, a.dk);
     tile_load<DR_C, DR_C, TC_LD>(Ks, (const bf16 *)a.k + tok0 * a.ldqk + (size_t)i * a.dk, a.ldqk, Lc, a.dk);
@@ -219,7 +223,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
             const float G = a.Gc[hr0 + min(r, Lc - 1)], be = r < Lc ? a.beta[(tok0 + r) * a.HV + j] : 0.0f;
             Gs[r] = G;
             bs[r] = be;
-            eGs[r] = expf(G);
+            eGs[r] = dr_carried_ds(dr_ds(a, b, t0, Lc, r), t0) ? expf(G) : 0.0f;
             kbs[r] = be * eGs[r];
         }
         cp_async_wait<0>();
@@ -245,7 +249,9 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
 #pragma unroll
                 for (int x = 0; x < 4; x++) {
                     const int r = R0 + acc_row(x), c = acc_col(nt, x);
-                    acc[nt][x] = c <= r && r < Lc ? rnd_bf16(a.scale * acc[nt][x] * expf(Gs[r] - Gs[c])) : 0.0f;
+                    acc[nt][x] = c <= r && r < Lc && Ds[r] == Ds[c]
+                                     ? rnd_bf16(a.scale * acc[nt][x] * expf(Gs[r] - Gs[c]))
+                                     : 0.0f;
                 }
             acc_to_a(pa, acc);
             store_acc(Ps, TC_LD, acc, R0, DR_C, DR_C, true);
@@ -275,7 +281,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
         for (int s = 0; s < 4; s++) lda_rk(kfa[s], Ks, TC_LD, R0, 16 * s);
         { // dK = e^{G_last - G} (V_new dS_end^T) + P^T Q
             const int r0 = R0 + acc_row(0), r1 = R0 + acc_row(2);
-            const float dec0 = r0 < Lc ? expf(GL - Gs[r0]) : 0.0f, dec1 = r1 < Lc ? expf(GL - Gs[r1]) : 0.0f;
+            const float dec0 = r0 < Lc && Ds[r0] == Ds[Lc - 1] ? expf(GL - Gs[r0]) : 0.0f;
+            const float dec1 = r1 < Lc && Ds[r1] == Ds[Lc - 1] ? expf(GL - Gs[r1]) : 0.0f;
             float k1[8][4], k2[8][4];
             zero_tc(k1);
             zero_tc(k2);
@@ -411,7 +418,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
                 for (int x = 0; x < 4; x++) {
                     const int r = R0 + acc_row(x), c = acc_col(nt, x);
                     float e = 0.0f, dm = 0.0f;
-                    if (c < r) {
+                    if (c < r && Ds[r] == Ds[c]) {
                         const float gam = expf(Gs[r] - Gs[c]), dA = -da[nt][x];
                         e = dA * (bs[r] * kk[nt][x] * gam);
                         dm = dA * gam;
@@ -480,9 +487,10 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
             float run = 0.0f;
             for (int r = Lc - 1; r >= 0; r--) {
                 float d = dgs[r] - (colp[r] + colp[DR_C + r] + colp[2 * DR_C + r] + colp[3 * DR_C + r]);
-                if (r == Lc - 1) d += kint_all + expf(GL) * hd_all;
+                if (r == Lc - 1) d += kint_all + (dr_carried(Ds, t0, Lc - 1) ? expf(GL) : 0.0f) * hd_all;
                 run += d;
                 a.dgamma[(tok0 + r) * a.HV + j] = run;
+                if (Ds[r] == t0 + r) run = 0.0f; // G restarts where a document starts
             }
         }
         if ((int)threadIdx.x < Lc) a.dbeta[(tok0 + threadIdx.x) * a.HV + j] = dbs[threadIdx.x];

@@ -5,17 +5,21 @@
 
 #include "../model/gdn.h"
 #include "../io/model_load.h"
+#include "../model/packed_flags.h"
 #include "../util/args.h"
 #include "../util/common.h"
 
 int cmd_logits(int argc, char **argv) {
     if (arg_is_help(argc, argv) || argc < 2) {
         printf("usage: gdn logits --load MODEL --ids FILE --out FILE [--device cpu|cuda|auto] [--precision bf16|fp32]\n"
-               "FILE --ids: int32 little-endian token ids (one sequence). --out: float32 [T, vocab] row-major.\n");
+               "                  " PACKED_FLAGS_USAGE "\n"
+               "FILE --ids: int32 little-endian token ids (one sequence). --out: float32 [T, vocab] row-major.\n"
+               PACKED_FLAGS_HELP);
         return argc < 2 ? 2 : 0;
     }
     static const ArgSpec spec[] = {{"--load", ARG_STR, 0, 0},   {"--ids", ARG_STR, 0, 0},       {"--out", ARG_STR, 0, 0},
-                                   {"--device", ARG_STR, 0, 0}, {"--precision", ARG_STR, 0, 0}};
+                                   {"--device", ARG_STR, 0, 0}, {"--precision", ARG_STR, 0, 0},
+                                   PACKED_FLAGS_SPEC};
     Args a;
     args_parse(&a, "logits", argc, argv, spec, sizeof spec / sizeof spec[0], 0);
     const char *load = args_str(&a, "--load", NULL), *idf = args_str(&a, "--ids", NULL), *outf = args_str(&a, "--out", NULL);
@@ -29,6 +33,7 @@ int cmd_logits(int argc, char **argv) {
     int T = (int)(len / 4);
     Model *m = model_open(load, dev, prec, err, sizeof err);
     if (!m) die("%s", err);
+    packed_flags_apply(m, &a, "logits");
     const Config c = m->cfg;
     model_forward(m, (const int32_t *)raw, 1, T);
     float *logits = xmalloc((size_t)T * c.vocab_size * sizeof(float));

@@ -9,6 +9,10 @@
 // * Row-major matrices; `ld*` is a row stride in elements, so ops can read column slices of a fused
 //   projection output without copies.
 // * Tokens: N = B*T rows, token n = b*T + t. Sequences never mix (conv and delta rule restart at t=0).
+// * Packed documents: doc_start [N] int32 (backend memory, from the doc_starts op; NULL = one document per
+//   row) gives, for each token, the position t in its row where its document begins. A token t > 0 with
+//   doc_start[t] == t starts from a zero conv history and a zero delta-rule state (FLA's cu_seqlens
+//   semantics); an initial state (state_in, state) feeds only the row's first document.
 // * Parameter gradients (float *dw...) ACCUMULATE (+=) so micro-batches add up; activation gradients
 //   OVERWRITE unless an `accumulate` argument says otherwise.
 // * Reductions are deterministic: no float atomics, a fixed order independent of thread count.
@@ -35,6 +39,7 @@ typedef struct {
                                    // forward writes them (NULL: not kept), the backward reads them
     int B, T, H, HV, dk, dv;
     float scale;                   // applied to q . k (dk^-1/2)
+    const int32_t *doc_start;      // [N] packed documents (see the top); NULL = one document per row
 } DeltaRuleArgs;
 
 // Gradients of the delta rule's inputs: dq, dk [N, H*dk] (each summed over its q/k head's v heads) with row
@@ -91,11 +96,12 @@ typedef struct Backend {
     // y[t,c] = silu(sum_{j<K} w[c*K+j] * x[t-K+1+j, c]), x[t<0] taken from state_in (or 0).
     // state_in/state_out: [B, D, K-1] fp32, the last K-1 inputs of each sequence, oldest first; either may be
     // NULL, and they may alias (decode: T=1, the state is read before it is written).
+    // doc_start (nullable, see the top): x[p] with p < doc_start[t] reads as 0; state_out keeps the last document.
     void (*conv_silu_fwd)(void *y, int ldy, const void *x, int ldx, const float *w, const float *state_in,
-                          float *state_out, int B, int T, int D, int K);
+                          float *state_out, int B, int T, int D, int K, const int32_t *doc_start);
     // dx (overwrite), dw += ; initial state taken as zero.
     void (*conv_silu_bwd)(void *dx, int lddx, float *dw, const void *dy, int lddy, const void *x, int ldx,
-                          const float *w, int B, int T, int D, int K);
+                          const float *w, int B, int T, int D, int K, const int32_t *doc_start);
 
     // ---- L2 norm of each head vector: y = x / sqrt(sum x^2 + 1e-6); rstd[n*heads+i] kept for backward.
     void (*l2norm_fwd)(void *y, int ldy, float *rstd, const void *x, int ldx, int N, int heads, int d);
@@ -114,10 +120,14 @@ typedef struct Backend {
 
     // ---- gated delta rule (spec model.md §2.4 semantics, chunk size 64 form §3); arguments in DeltaRuleArgs.
     // o: [N, HV*dv] stride ldo. state: [B, HV, dk, dv] fp32, initial state in and final state out; NULL = zero
-    // initial, not returned.
+    // initial, not returned. a->doc_start (nullable, see the top): the state restarts at zero where a document
+    // starts; chunks stay at fixed 64-token positions (h_save unchanged) and never mix two documents' terms.
     void (*delta_rule_fwd)(const DeltaRuleArgs *a, void *o, int ldo, float *state);
     // Gradients into g (all overwritten) from do_ [N, HV*dv] stride lddo. Zero initial state assumed (training).
     void (*delta_rule_bwd)(const DeltaRuleArgs *a, const void *do_, int lddo, const DeltaRuleGrads *g);
+    // doc_start[b*T+t] = the last s <= t with s == 0 or ids[b*T+s-1] == eod (ids, doc_start: backend memory
+    // [B*T]). A token after an EOD starts a document, as FLA derives cu_seqlens from EOS ids.
+    void (*doc_starts)(int32_t *doc_start, const int32_t *ids, int B, int T, int32_t eod);
 
     // ---- output norm and gate (FLA FusedRMSNormGated, swish): per (n, v head j), over e < dv:
     // y = o * rstd * w[e] * silu(z), rstd[n*HV+j] = (mean_e o^2 + eps)^-1/2.

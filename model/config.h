@@ -77,7 +77,10 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(use_distributed_optimizer, CK_BOOL, use_distributed_optimizer, "false", "ZeRO-1: reduce-scatter the grads, shard the AdamW state, all-gather the weights") \
     X(distributed_timeout_minutes, CK_FLOAT, distributed_timeout_minutes, "10", "a rank silent this long (dead or hung) stops every rank") \
     X(ddp_bucket_size, CK_INT, ddp_bucket_size, "0", "gradient all-reduce in buckets of >= this many elements (0: one, or 40M with overlap)") \
-    X(overlap_grad_reduce, CK_BOOL, overlap_grad_reduce, "false", "start each bucket's all-reduce during the backward, once its gradients are final")
+    X(overlap_grad_reduce, CK_BOOL, overlap_grad_reduce, "false", "start each bucket's all-reduce during the backward, once its gradients are final") \
+    /* packed documents (issue 14) */                                                                      \
+    X(reset_state_at_eod, CK_BOOL, reset_state_at_eod, "false", "a token after eos_token_id starts a document: zero delta-rule state and conv history") \
+    X(eod_mask_loss, CK_BOOL, eod_mask_loss, "false", "Megatron: no loss where the input is eos_token_id")
 
 typedef struct {
     int hidden_size, num_layers, ffn_hidden_size, num_heads, num_v_heads, head_dim, v_head_dim;
@@ -106,6 +109,7 @@ typedef struct {
     int use_distributed_optimizer; // issue 19
     float distributed_timeout_minutes;
     int ddp_bucket_size, overlap_grad_reduce;
+    int reset_state_at_eod, eod_mask_loss; // packed documents (issue 14)
 } Config;
 
 // Layer kinds: each block is attn_norm, a mixer, mlp_norm and the SwiGLU MLP; its kind picks the mixer.

@@ -83,6 +83,8 @@ static void layout_acts(Model *m, int B, int T) {
 #define F32(n) model_arena_take(m, (size_t)(n) * sizeof(float))
     m->ids = model_arena_take(m, N * sizeof(int32_t));
     m->targets = model_arena_take(m, N * sizeof(int32_t));
+    // packed documents (issue 14): nothing taken with the key off, so the layout stays as it was
+    m->doc_start = m->cfg.reset_state_at_eod ? model_arena_take(m, N * sizeof(int32_t)) : NULL;
     m->emb = ACT(N * d->h);
     // Training keeps every block's activations for backward. Inference shares block 0's buffers across
     // blocks (the mixer's: the first block of the kind's); only the residual stream needs two buffers (into
@@ -213,6 +215,7 @@ static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, Infer
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
     int N = B * T;
+    if (m->doc_start && T > 1) be->doc_starts(m->doc_start, ids_dev, B, T, m->cfg.eos_token_id);
     be->embedding_fwd(m->emb, ids_dev, WA(m, m->lay.embeddings), N, d->h);
     for (int l = 0; l < d->L; l++) {
         BlockActs *b = &m->blk[l];

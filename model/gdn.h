@@ -39,6 +39,7 @@ typedef struct Model {
     // activations, allocated for (B, T) on first use and re-allocated if the shape grows
     int B, T;
     int32_t *ids, *targets; // [N] backend memory
+    int32_t *doc_start;     // [N] backend memory, with reset_state_at_eod (else NULL): backend.h doc_starts
     void *emb;              // s_0 [N,h]
     BlockActs *blk;         // [L]
     void *arena;            // every buffer above and below (sized for B x T), one allocation

@@ -49,13 +49,17 @@ static void grads_alloc(Model *m, int B, int T) {
     g->dgamma = model_arena_take(m, N * d->HV * sizeof(float));
 }
 
+// Packed documents (NULL: one per row; T = 1 is decode, where the state always carries on).
+static const int32_t *doc_start(const Model *m, int T) { return T > 1 ? m->doc_start : NULL; }
+
 // The delta rule reads q|k from the L2-normed QK columns and v from the conv output's v columns.
 static DeltaRuleArgs delta_rule_args(const Model *m, const GdnActs *b, int B, int T) {
     const ModelDims *d = &m->d;
     ProjCols c = proj_cols(d);
     return (DeltaRuleArgs){.q = b->QK, .k = A(m, b->QK, d->Kd), .ldqk = 2 * d->Kd, .v = A(m, b->C, c.v), .ldv = c.Dc,
                            .beta = b->beta, .gamma = b->gamma, .h_save = b->h_save, .B = B, .T = T, .H = d->H,
-                           .HV = d->HV, .dk = d->dk, .dv = d->dv, .scale = 1.0f / sqrtf((float)d->dk)};
+                           .HV = d->HV, .dk = d->dk, .dv = d->dv, .scale = 1.0f / sqrtf((float)d->dk),
+                           .doc_start = doc_start(m, T)};
 }
 
 static void fwd(Model *m, int l, int B, int T, LayerState *ls) {
@@ -70,7 +74,8 @@ static void fwd(Model *m, int l, int B, int T, LayerState *ls) {
     be->matmul_fwd(b->P, c.Dp, m->blk[l].y_attn, d->h, WA(m, w->q_proj), N, c.Dp, d->h, 0);
     // causal depthwise conv + SiLU over the q|k|v columns (conv weights q|k|v are contiguous too)
     float *cs = st ? st->conv : NULL;
-    be->conv_silu_fwd(b->C, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), cs, cs, B, T, c.Dc, d->K);
+    be->conv_silu_fwd(b->C, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), cs, cs, B, T, c.Dc, d->K,
+                      doc_start(m, T));
     // L2 norm of each q and k head vector (2H vectors of dk per token)
     be->l2norm_fwd(b->QK, 2 * d->Kd, b->qk_rstd, b->C, c.Dc, N, 2 * d->H, d->dk);
     be->gate_fwd(b->beta, b->gamma, A(m, b->P, c.b), A(m, b->P, c.a), c.Dp, PF(m, w->A_log), PF(m, w->dt_bias), N,
@@ -100,7 +105,8 @@ static void bwd(Model *m, int l, int B, int T, const void *dout) {
     be->l2norm_bwd(g->dC, c.Dc, g->dQK, 2 * d->Kd, b->QK, 2 * d->Kd, b->qk_rstd, N, 2 * d->H, d->dk);
     be->gate_bwd(A(m, g->dP, c.b), A(m, g->dP, c.a), c.Dp, GF(m, w->A_log), GF(m, w->dt_bias), g->dbeta, g->dgamma,
                  A(m, b->P, c.b), A(m, b->P, c.a), PF(m, w->A_log), PF(m, w->dt_bias), N, d->HV);
-    be->conv_silu_bwd(g->dP, c.Dp, GF(m, w->q_conv1d), g->dC, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), B, T, c.Dc, d->K);
+    be->conv_silu_bwd(g->dP, c.Dp, GF(m, w->q_conv1d), g->dC, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), B, T, c.Dc, d->K,
+                      doc_start(m, T));
     be->matmul_bwd(m->dy, d->h, GF(m, w->q_proj), g->dP, c.Dp, m->blk[l].y_attn, d->h, WA(m, w->q_proj), N, c.Dp,
                    d->h, 0);
 }

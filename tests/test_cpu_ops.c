@@ -293,7 +293,7 @@ typedef struct {
 } ConvCtx;
 static double conv_loss(void *p) {
     ConvCtx *c = p;
-    cpu_conv_silu_fwd(c->y, c->ldy, c->x, c->ldx, c->w, NULL, NULL, c->B, c->T, c->D, c->K);
+    cpu_conv_silu_fwd(c->y, c->ldy, c->x, c->ldx, c->w, NULL, NULL, c->B, c->T, c->D, c->K, NULL);
     double s = 0;
     for (int n = 0; n < c->B * c->T; n++) s += wsum(c->wy + (size_t)n * c->ldy, c->y + (size_t)n * c->ldy, c->D);
     return s;
@@ -307,7 +307,7 @@ static void test_conv(void) {
     conv_loss(&c);
     float *dx = vec((size_t)N * lddx), *dw = vec((size_t)c.D * c.K);
     for (int i = 0; i < c.D * c.K; i++) dw[i] = 0.25f;
-    cpu_conv_silu_bwd(dx, lddx, dw, c.wy, c.ldy, c.x, c.ldx, c.w, c.B, c.T, c.D, c.K);
+    cpu_conv_silu_bwd(dx, lddx, dw, c.wy, c.ldy, c.x, c.ldx, c.w, c.B, c.T, c.D, c.K, NULL);
     for (int i = 0; i < c.D * c.K; i++) dw[i] -= 0.25f;
     fd_check_cols("conv_silu (B=2 T=7 K=4)", "x", conv_loss, &c, c.x, N, c.ldx, 0, c.D, dx, lddx, 1);
     fd_check("conv_silu (B=2 T=7 K=4)", "w", conv_loss, &c, c.w, (size_t)c.D * c.K, dw, 1);
@@ -317,16 +317,17 @@ static void test_conv(void) {
     int H1 = c.K - 1;
     float *s0 = vec_normal((size_t)c.B * c.D * H1, 1), *sfull = vec((size_t)c.B * c.D * H1);
     float *yfull = vec((size_t)N * c.ldy), *ypart = vec((size_t)N * c.ldy);
-    cpu_conv_silu_fwd(yfull, c.ldy, c.x, c.ldx, c.w, s0, sfull, c.B, c.T, c.D, c.K);
+    cpu_conv_silu_fwd(yfull, c.ldy, c.x, c.ldx, c.w, s0, sfull, c.B, c.T, c.D, c.K, NULL);
     int same = 1;
     for (int b = 0; b < c.B; b++) {
         float *st = vec_copy(s0 + (size_t)b * c.D * H1, (size_t)c.D * H1);
         const float *xb = c.x + (size_t)b * c.T * c.ldx;
         float *yb = ypart + (size_t)b * c.T * c.ldy;
         int t0 = 2; // prefix of 2 (shorter than K-1: part of the new state still comes from the old one)
-        cpu_conv_silu_fwd(yb, c.ldy, xb, c.ldx, c.w, st, st, 1, t0, c.D, c.K);
+        cpu_conv_silu_fwd(yb, c.ldy, xb, c.ldx, c.w, st, st, 1, t0, c.D, c.K, NULL);
         for (int t = t0; t < c.T; t++)
-            cpu_conv_silu_fwd(yb + (size_t)t * c.ldy, c.ldy, xb + (size_t)t * c.ldx, c.ldx, c.w, st, st, 1, 1, c.D, c.K);
+            cpu_conv_silu_fwd(yb + (size_t)t * c.ldy, c.ldy, xb + (size_t)t * c.ldx, c.ldx, c.w, st, st, 1, 1, c.D, c.K,
+                              NULL);
         same &= !memcmp(st, sfull + (size_t)b * c.D * H1, (size_t)c.D * H1 * sizeof(float));
         cpu_free(st);
     }
@@ -520,6 +521,7 @@ typedef struct {
     int B, T, H, HV, dk, dv, ldqk, ldv, ldo, recurrent;
     float scale;
     float *q, *k, *v, *beta, *gamma, *o, *wo, *state, *h_save;
+    const int32_t *ds; // packed documents (NULL here; tests/test_packed_ops.c covers them)
 } DrCtx;
 
 // Inputs from the op's real domain: L2-normed q/k (rows strided inside a wider buffer), beta in (0,1),
@@ -550,7 +552,7 @@ static void dr_free(DrCtx *c) {
 static DeltaRuleArgs dr_args(const DrCtx *c, const float *h_save) {
     return (DeltaRuleArgs){.q = c->q, .k = c->k, .ldqk = c->ldqk, .v = c->v, .ldv = c->ldv, .beta = c->beta,
                            .gamma = c->gamma, .h_save = (float *)h_save, .B = c->B, .T = c->T, .H = c->H,
-                           .HV = c->HV, .dk = c->dk, .dv = c->dv, .scale = c->scale};
+                           .HV = c->HV, .dk = c->dk, .dv = c->dv, .scale = c->scale, .doc_start = c->ds};
 }
 static void dr_fwd(DrCtx *c, float *o, float *h_save, float *state) {
     DeltaRuleArgs a = dr_args(c, h_save);
@@ -889,7 +891,7 @@ static void run_reductions(Outs *o, uint64_t seed) {
         int B = 2, T = 50, D = 40, K = 4;
         float *x = vec_normal((size_t)B * T * D, 1), *dy = vec_normal((size_t)B * T * D, 1), *w = vec_normal((size_t)D * K, .5f);
         cpu_conv_silu_bwd(out_new(o, "conv_silu_bwd dx", (size_t)B * T * D), D, out_new(o, "conv_silu_bwd dw", (size_t)D * K),
-                          dy, D, x, D, w, B, T, D, K);
+                          dy, D, x, D, w, B, T, D, K, NULL);
         cpu_free(x), cpu_free(dy), cpu_free(w);
     }
     // gate dA_log, ddt_bias

@@ -24,6 +24,7 @@ static void write_bin(const char *dir, const char *name, const void *p, size_t n
 typedef struct {
     const char *name;
     int h, L, H, HV, dk, dv, F, V, B, T;
+    int eod; // > 0: packed documents, reset_state_at_eod with this EOD id placed in the rows
 } Case;
 
 static uint64_t rng_state = 12345;
@@ -46,6 +47,7 @@ static int run_case(const Case *tc, const char *mode, const char *root) {
     // A_log/dt_bias: the limit of fp32 arithmetic there, not of the implementation; FLA's 0.02 gives 9e-7.)
     c.init_std = 0.1f;
     snprintf(c.delta_rule, sizeof c.delta_rule, "%s", mode);
+    if (tc->eod) c.reset_state_at_eod = 1, c.eos_token_id = tc->eod;
     Model *m = model_create(&c, strcmp(mode, "recurrent") ? backend_cpu() : backend_cpu_recurrent(), 1);
     size_t P = m->lay.total;
     float *params = xmalloc(P * sizeof(float));
@@ -60,6 +62,14 @@ static int run_case(const Case *tc, const char *mode, const char *root) {
     int N = tc->B * tc->T;
     int32_t *ids = xmalloc((size_t)N * 4), *tgt = xmalloc((size_t)N * 4);
     for (int i = 0; i < N; i++) ids[i] = (int32_t)(urand() * tc->V);
+    if (tc->eod) { // documents of length 1, starts inside chunks and on the chunk edges 64 and 128, in both rows
+        for (int i = 0; i < N; i++)
+            if (ids[i] == tc->eod) ids[i] = tc->eod + 1;
+        const int ends[] = {0, 1, 20, 62, 63, 90, 110, 111, 126, 127};
+        for (int b = 0; b < tc->B; b++)
+            for (size_t e = 0; e < sizeof ends / sizeof ends[0]; e++)
+                if (ends[e] + b < tc->T) ids[b * tc->T + ends[e] + b] = tc->eod;
+    }
     int valid = 0;
     for (int b = 0; b < tc->B; b++)
         for (int t = 0; t < tc->T; t++) {
@@ -112,6 +122,7 @@ int main(void) {
         {"gva2_t100", 32, 2, 2, 4, 16, 16, 64, 97, 2, 100}, // grouped values, partial last chunk, B > 1
         {"mha_t64", 32, 1, 2, 2, 16, 8, 48, 61, 1, 64},     // HV = H, dv != dk, exactly one chunk
         {"gva2_t130", 24, 2, 1, 2, 8, 16, 40, 50, 1, 130},  // three chunks, one q/k head
+        {"packed_t150", 32, 2, 2, 4, 16, 16, 64, 97, 2, 150, 5}, // packed documents, reset_state_at_eod
     };
     int fails = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -11,6 +11,7 @@
 #include "../util/args.h"
 #include "../util/common.h"
 #include "../io/model_load.h"
+#include "../model/packed_flags.h"
 #include "validate.h"
 
 // --set: items [first, first+n) of a run's train/valid/test set, built from the checkpoint's own config
@@ -42,7 +43,8 @@ int cmd_score(int argc, char **argv) {
                "MODEL is a gdn.c checkpoint (save dir or iter_N dir) or an FLA HuggingFace dir.\n"
                "Prints `loss: X ppl: Y` over consecutive windows of T tokens of the dataset.\n"
                "--set: items A.. of the run's train/valid/test set (its blend and split, from CKPT's config), the\n"
-               "token-weighted mean as gdn train's validation computes it (the JSONL rows name the items).\n");
+               "token-weighted mean as gdn train's validation computes it (the JSONL rows name the items).\n"
+               PACKED_FLAGS_HELP);
         return argc < 2 ? 2 : 0;
     }
     static const ArgSpec spec[] = {
@@ -51,6 +53,7 @@ int cmd_score(int argc, char **argv) {
         {"--micro-batch-size", ARG_INT, 1, 1 << 16}, {"--device", ARG_STR, 0, 0},
         {"--precision", ARG_STR, 0, 0},      {"--set", ARG_STR, 0, 0},
         {"--first-sample", ARG_INT, 0, 9007199254740991.0},
+        PACKED_FLAGS_SPEC,
     };
     Args a;
     args_parse(&a, "score", argc, argv, spec, sizeof spec / sizeof spec[0], 0);
@@ -62,6 +65,7 @@ int cmd_score(int argc, char **argv) {
     char err[ERR_LEN];
     Model *m = model_open(load, dev, prec, err, sizeof err);
     if (!m) die("%s", err);
+    packed_flags_apply(m, &a, "score");
     const Config c = m->cfg;
     int T = (int)args_int(&a, "--seq-length", c.seq_length), B = (int)args_int(&a, "--micro-batch-size", 1);
     long max_samples = (long)args_int(&a, "--max-samples", -1);

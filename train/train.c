@@ -75,6 +75,9 @@ static void fetch_step(Datasets *d, const Config *c, int world, long step, int32
             if (!strcmp(c->data_order, "fla")) // FLA's collator: labels equal to the pad (= EOS) token are ignored
                 for (int t = 0; t < T; t++)
                     if (lab[o + t] == c->eos_token_id) lab[o + t] = -1;
+            if (c->eod_mask_loss) // Megatron --eod-mask-loss: no loss where the input is EOD (the target after it)
+                for (int t = 0; t < T; t++)
+                    if (in[o + t] == c->eos_token_id) lab[o + t] = -1;
         }
 }
 

@@ -28,6 +28,9 @@ static void fetch(Datasets *d, const Config *c, int split, uint64_t g, int32_t *
     if (!strcmp(c->data_order, "fla")) // as in training: FLA's collator ignores labels equal to the pad (EOS)
         for (int t = 0; t < c->seq_length; t++)
             if (lab[t] == c->eos_token_id) lab[t] = -1;
+    if (c->eod_mask_loss) // as in training (Megatron's loss mask applies to validation too): no loss where the input is EOD
+        for (int t = 0; t < c->seq_length; t++)
+            if (in[t] == c->eos_token_id) lab[t] = -1;
 }
 
 void validate_run(Model *m, Dist *dist, const Config *c, Datasets *d, int split, uint64_t *consumed, EvalResult *r) {

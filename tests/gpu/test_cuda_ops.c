@@ -449,12 +449,17 @@ static void run_matmul_bwd(const Backend *be, void **p, const Case *c) {
     be->matmul_bwd(p[3], c->i[3], p[4], p[0], c->i[4], p[1], c->i[5], p[2], c->i[0], c->i[1], c->i[2], c->i[6]);
 }
 static void run_conv_fwd(const Backend *be, void **p, const Case *c) {
-    // x, w, state_in, y, state_out;  i: B T D K ldx ldy
-    be->conv_silu_fwd(p[3], c->i[5], p[0], c->i[4], p[1], p[2], p[4], c->i[0], c->i[1], c->i[2], c->i[3]);
+    // x, w, state_in, y, state_out, doc_start;  i: B T D K ldx ldy
+    be->conv_silu_fwd(p[3], c->i[5], p[0], c->i[4], p[1], p[2], p[4], c->i[0], c->i[1], c->i[2], c->i[3], p[5]);
 }
 static void run_conv_bwd(const Backend *be, void **p, const Case *c) {
-    // dy, x, w, dx, dw;  i: B T D K lddx lddy ldx
-    be->conv_silu_bwd(p[3], c->i[4], p[4], p[0], c->i[5], p[1], c->i[6], p[2], c->i[0], c->i[1], c->i[2], c->i[3]);
+    // dy, x, w, dx, dw, doc_start;  i: B T D K lddx lddy ldx
+    be->conv_silu_bwd(p[3], c->i[4], p[4], p[0], c->i[5], p[1], c->i[6], p[2], c->i[0], c->i[1], c->i[2], c->i[3],
+                      p[5]);
+}
+static void run_doc_starts(const Backend *be, void **p, const Case *c) {
+    // ids, doc_start;  i: B T eod
+    be->doc_starts(p[1], p[0], c->i[0], c->i[1], c->i[2]);
 }
 static void run_l2norm_fwd(const Backend *be, void **p, const Case *c) {
     // x, y, rstd;  i: N heads d ldx ldy
@@ -490,21 +495,21 @@ static void run_swiglu_bwd(const Backend *be, void **p, const Case *c) {
     // dy, gu, dgu (dgu may alias gu via c->alias)
     be->swiglu_bwd(p[2], p[0], p[1], c->i[0], c->i[1]);
 }
-// p: q, k, v, beta, gamma first (both directions);  i: B T H HV dk dv ldqk ldv
-static DeltaRuleArgs delta_args(void **p, void *h_save, const Case *c) {
+// p: q, k, v, beta, gamma first (both directions);  i: B T H HV dk dv ldqk ldv;  ds: doc_start or NULL
+static DeltaRuleArgs delta_args(void **p, void *h_save, const Case *c, const void *ds) {
     const int *I = c->i;
     return (DeltaRuleArgs){.q = p[0], .k = p[1], .ldqk = I[6], .v = p[2], .ldv = I[7], .beta = p[3], .gamma = p[4],
                            .h_save = h_save, .B = I[0], .T = I[1], .H = I[2], .HV = I[3], .dk = I[4], .dv = I[5],
-                           .scale = c->f[0]};
+                           .scale = c->f[0], .doc_start = ds};
 }
 static void run_delta_fwd(const Backend *be, void **p, const Case *c) {
-    // q, k, v, beta, gamma, o, h_save, state;  i: ... ldo
-    DeltaRuleArgs a = delta_args(p, p[6], c);
+    // q, k, v, beta, gamma, o, h_save, state, doc_start;  i: ... ldo
+    DeltaRuleArgs a = delta_args(p, p[6], c, p[8]);
     be->delta_rule_fwd(&a, p[5], c->i[8], p[7]);
 }
 static void run_delta_bwd(const Backend *be, void **p, const Case *c) {
-    // q, k, v, beta, gamma, dO, h_save, dq, dk, dv, dbeta, dgamma;  i: ... lddo lddqk lddv
-    DeltaRuleArgs a = delta_args(p, p[6], c);
+    // q, k, v, beta, gamma, dO, h_save, dq, dk, dv, dbeta, dgamma, doc_start;  i: ... lddo lddqk lddv
+    DeltaRuleArgs a = delta_args(p, p[6], c, p[12]);
     DeltaRuleGrads g = {.dq = p[7], .dk = p[8], .lddqk = c->i[9], .dv = p[9], .lddv = c->i[10], .dbeta = p[10],
                         .dgamma = p[11]};
     be->delta_rule_bwd(&a, p[5], c->i[8], &g);
@@ -608,12 +613,58 @@ static void cases_matmul(Rng *g, int M, int N, int K, int pad, int acc, int big)
     fill_normal(add_t(c, "dW", K_F32, R_ACC, N, K, 0, F32_GEMM, B16_GEMM32), g, 0, 1);
 }
 
-static void cases_conv(Rng *g, int B, int T, int D, int K, int pad, int state, int alias_state) {
+// Packed-document layouts (backend.h doc_start) for the ops that take one: the token ids of B rows of T with EOD
+// (id 1) before every document start, and the doc_start they give. docs 0: none (the NULL path); 1: fixed starts
+// (documents of length 1, starts inside chunks and on the chunk edges 64 and 128); 2: hundreds of documents of
+// 1..4 tokens, then random lengths.
+static void doc_layout(Rng *g, int32_t *ids, int32_t *ds, int B, int T, int docs) {
+    static const int fixed[] = {1, 2, 37, 38, 63, 64, 65, 100, 127, 128, 129, 191, 250};
+    for (int b = 0; b < B; b++) {
+        int32_t *id = ids + (size_t)b * T, *d = ds + (size_t)b * T;
+        for (int t = 0; t < T; t++) id[t] = 2 + (int)(rng_u64(g) % 50);
+        if (docs == 1)
+            for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+                if (fixed[i] < T) id[fixed[i] - 1] = 1;
+        if (docs == 2)
+            for (int t = 1 + (int)(rng_u64(g) % 4); t < T; t += t < 400 ? 1 + (int)(rng_u64(g) % 4) : 1 + (int)(rng_u64(g) % 150))
+                id[t - 1] = 1;
+        for (int t = 0, cur = 0; t < T; t++) d[t] = cur = t > 0 && id[t - 1] == 1 ? t : cur;
+    }
+}
+// The bench's layout: documents of 1..1024 tokens (uniform), as EOD-separated pretraining rows.
+static void doc_layout_random(Rng *g, int32_t *ids, int32_t *ds, int B, int T) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0, cur = 0, next = 1 + (int)(rng_u64(g) % 1024); t < T; t++) {
+            if (t == next) cur = t, next = t + 1 + (int)(rng_u64(g) % 1024);
+            ids[(size_t)b * T + t] = t + 1 == next ? 1 : 2;
+            ds[(size_t)b * T + t] = cur;
+        }
+}
+static void add_doc_start(Case *c, Rng *g, int B, int T, int docs) {
+    Tensor *ds = add_in(c, "doc_start", K_I32, (size_t)B * T, 1, 1);
+    int32_t *ids = xmalloc((size_t)B * T * 4 + 4);
+    if (docs) doc_layout(g, ids, ds->init_i, B, T, docs);
+    else ds->is_null = 1;
+    free(ids);
+}
+static void cases_doc_starts(Rng *g, int B, int T, int docs) {
+    Case *c = new_case("doc_starts", run_doc_starts, "B=%d T=%d layout %d", B, T, docs);
+    c->i[0] = B, c->i[1] = T, c->i[2] = 1;
+    Tensor *ids = add_in(c, "ids", K_I32, (size_t)B * T, 1, 1);
+    int32_t *ds = xmalloc((size_t)B * T * 4 + 4);
+    doc_layout(g, ids->init_i, ds, B, T, docs);
+    free(ds);
+    add_t(c, "doc_start", K_I32, R_OUT, (size_t)B * T, 1, 1, F32_EXACT, B16_EXACT);
+}
+
+static void cases_conv(Rng *g, int B, int T, int D, int K, int pad, int state, int alias_state, int docs) {
     int ldx = D + pad, ldy = D + 2 * pad;
-    Case *c = new_case("conv_silu_fwd", run_conv_fwd, "B=%d T=%d D=%d K=%d ld+%d%s", B, T, D, K, pad,
+    static const char *layout[] = {"", " docs fixed", " docs many"};
+    Case *c = new_case("conv_silu_fwd", run_conv_fwd, "B=%d T=%d D=%d K=%d ld+%d%s%s", B, T, D, K, pad,
                        alias_state ? " state in=out"
                        : state     ? " state"
-                                   : "");
+                                   : "",
+                       layout[docs]);
     c->i[0] = B, c->i[1] = T, c->i[2] = D, c->i[3] = K, c->i[4] = ldx, c->i[5] = ldy;
     fill_normal(add_in(c, "x", K_ACT, (size_t)B * T, D, ldx), g, 0, 1);
     fill_normal(add_in(c, "w", K_F32, D, K, 0), g, 0, 0.4f);
@@ -629,15 +680,17 @@ static void cases_conv(Rng *g, int B, int T, int D, int K, int pad, int state, i
         si->role = R_ACC, si->t32 = F32_EXACT, si->t16 = B16_EXACT;
         c->alias[4] = 2;
     }
+    add_doc_start(c, g, B, T, docs);
 
     if (alias_state) return; // the backward has no state
-    c = new_case("conv_silu_bwd", run_conv_bwd, "B=%d T=%d D=%d K=%d ld+%d", B, T, D, K, pad);
+    c = new_case("conv_silu_bwd", run_conv_bwd, "B=%d T=%d D=%d K=%d ld+%d%s", B, T, D, K, pad, layout[docs]);
     c->i[0] = B, c->i[1] = T, c->i[2] = D, c->i[3] = K, c->i[4] = ldy, c->i[5] = ldy, c->i[6] = ldx;
     fill_normal(add_in(c, "dy", K_ACT, (size_t)B * T, D, ldy), g, 0, 1);
     fill_normal(add_in(c, "x", K_ACT, (size_t)B * T, D, ldx), g, 0, 1);
     fill_normal(add_in(c, "w", K_F32, D, K, 0), g, 0, 0.4f);
     add_t(c, "dx", K_ACT, R_OUT, (size_t)B * T, D, ldy, F32_ORDER, B16_STORE);
     fill_normal(add_t(c, "dw", K_F32, R_ACC, D, K, 0, F32_ORDER, B16_FP32), g, 0, 1);
+    add_doc_start(c, g, B, T, docs);
 }
 
 // step: how far apart the tensors' row strides are (odd: the scalar kernels; even with even ld and d: the
@@ -730,6 +783,7 @@ typedef struct {
     int weak; // weak decays: e^{G_i - G_j} stays O(1) across a whole chunk, so every block of every product
               // matters (with the default decays it falls below 1e-5 within 16 rows)
     int bv;   // > 0: force this dv tile width on the serial tensor-core kernels (GDN_CUDA_DR_BV)
+    int docs; // packed-document layout (doc_layout): 0 none, 1 fixed starts, 2 hundreds of short documents
 } DeltaShape;
 
 static void fill_delta_inputs(Case *c, Rng *g, DeltaShape s, int ldqk, int ldv) {
@@ -750,8 +804,10 @@ static void cases_delta(Rng *g, DeltaShape s, int big) {
     char shape[128];
     char bv[16] = "";
     if (s.bv) snprintf(bv, sizeof bv, " bv=%d", s.bv);
-    snprintf(shape, sizeof shape, "B=%d T=%d H=%d HV=%d dk=%d dv=%d%s%s%s%s%s", s.B, s.T, s.H, s.HV, s.dk, s.dv,
-             s.pad ? " ld+" : "", s.state ? " state" : "", s.h_save ? " h_save" : "", s.weak ? " weak" : "", bv);
+    static const char *layout[] = {"", " docs fixed", " docs many"};
+    snprintf(shape, sizeof shape, "B=%d T=%d H=%d HV=%d dk=%d dv=%d%s%s%s%s%s%s", s.B, s.T, s.H, s.HV, s.dk, s.dv,
+             s.pad ? " ld+" : "", s.state ? " state" : "", s.h_save ? " h_save" : "", s.weak ? " weak" : "", bv,
+             layout[s.docs]);
     Case *c = new_case("delta_rule_fwd", run_delta_fwd, "%s", shape);
     c->big = big;
     int *I = c->i;
@@ -767,6 +823,8 @@ static void cases_delta(Rng *g, DeltaShape s, int big) {
         fill_normal(st, g, 0, 0.3f);
     else
         st->is_null = 1;
+    add_doc_start(c, g, s.B, s.T, s.docs);
+    const int32_t *ds_fwd = c->t[c->nt - 1].is_null ? NULL : c->t[c->nt - 1].init_i;
 
     // Backward: h_save (when given) comes from the CPU forward on the same inputs.
     c = new_case("delta_rule_bwd", run_delta_bwd, "%s", shape);
@@ -783,7 +841,7 @@ static void cases_delta(Rng *g, DeltaShape s, int big) {
         const Backend *cpu = backend_cpu();
         float *o = xmalloc((size_t)N * ldo * sizeof(float));
         void *in[5] = {c->t[0].init, c->t[1].init, c->t[2].init, c->t[3].init, c->t[4].init};
-        DeltaRuleArgs a = delta_args(in, hs->init, c);
+        DeltaRuleArgs a = delta_args(in, hs->init, c, ds_fwd);
         cpu->delta_rule_fwd(&a, o, ldo, NULL);
         free(o);
     } else {
@@ -794,6 +852,9 @@ static void cases_delta(Rng *g, DeltaShape s, int big) {
     add_t(c, "dv", K_ACT, R_OUT, N, s.HV * s.dv, lddv, F32_CHAIN, B16_DELTA);
     add_t(c, "dbeta", K_F32, R_OUT, N, s.HV, 0, F32_CHAIN, B16_DELTA_F32);
     add_t(c, "dgamma", K_F32, R_OUT, N, s.HV, 0, F32_CHAIN, B16_DELTA_F32);
+    Tensor *dsb = add_in(c, "doc_start", K_I32, (size_t)N, 1, 1); // the forward's layout
+    if (ds_fwd) memcpy(dsb->init_i, ds_fwd, (size_t)N * 4);
+    else dsb->is_null = 1;
 }
 
 static void cases_lmhead(Rng *g, int N, int h, int V, int with_grad, int chunk_rows, int big) {
@@ -877,12 +938,19 @@ static void build_cases(int quick) {
     cases_matmul(&g, 33, 24, 72, 5, 1, 0); // odd strides: unaligned rows for cuBLASLt
     cases_matmul(&g, 64, 96, 128, 0, 1, 0);
     cases_matmul(&g, 2048, 4096, 1024, 0, 0, 1);
-    cases_conv(&g, 2, 70, 40, 4, 3, 1, 0);
-    cases_conv(&g, 3, 2, 24, 4, 0, 1, 0);   // T < K-1: the state mixes state_in and x
-    cases_conv(&g, 2, 1, 36, 4, 0, 1, 1);   // decode: T=1, state in place
-    cases_conv(&g, 1, 33, 20, 6, 2, 1, 0);  // K=6: the 8-tap kernel
-    cases_conv(&g, 1, 40, 17, 12, 0, 0, 0); // K=12: the 16-tap kernel, no state
-    cases_conv(&g, 2, 130, 1024, 4, 0, 0, 0);
+    cases_conv(&g, 2, 70, 40, 4, 3, 1, 0, 0);
+    cases_conv(&g, 3, 2, 24, 4, 0, 1, 0, 0);   // T < K-1: the state mixes state_in and x
+    cases_conv(&g, 2, 1, 36, 4, 0, 1, 1, 0);   // decode: T=1, state in place
+    cases_conv(&g, 1, 33, 20, 6, 2, 1, 0, 0);  // K=6: the 8-tap kernel
+    cases_conv(&g, 1, 40, 17, 12, 0, 0, 0, 0); // K=12: the 16-tap kernel, no state
+    cases_conv(&g, 2, 130, 1024, 4, 0, 0, 0, 0);
+    // packed documents: fixed starts / hundreds of short documents; the state only for the first document
+    cases_conv(&g, 2, 300, 40, 4, 0, 1, 0, 1);  // even D: the pair backward
+    cases_conv(&g, 2, 600, 24, 4, 0, 1, 0, 2);
+    cases_conv(&g, 1, 200, 17, 4, 3, 1, 0, 1);  // odd D, padded rows: the scalar backward
+    cases_conv(&g, 1, 140, 20, 6, 0, 0, 0, 2);  // K=6: the 8-tap kernels
+    cases_doc_starts(&g, 3, 300, 1);
+    cases_doc_starts(&g, 2, 2048, 2);           // longer than the kernel's 256 threads: spans of 8
     cases_l2norm(&g, 50, 3, 32, 5, 1);  // odd strides: scalar kernels
     cases_l2norm(&g, 40, 4, 64, 0, 1);
     cases_l2norm(&g, 40, 8, 64, 0, 2);  // the 300M's q|k: one pair per lane
@@ -916,6 +984,12 @@ static void build_cases(int quick) {
     cases_delta(&g, (DeltaShape){1, 5, 2, 4, 32, 48, 3, 1, 0}, 0);    // GVA 2, dv not a multiple of 32, strides
     cases_delta(&g, (DeltaShape){1, 16, 1, 1, 128, 128, 0, 1, 0}, 0); // the largest heads, T at the limit
     cases_delta(&g, (DeltaShape){3, 2, 1, 2, 16, 16, 0, 0, 0}, 0);    // no state: starts from zero
+    // packed documents (CUDA-core kernels in both modes): fixed starts (length 1, inside chunks, on the edges 64
+    // and 128), hundreds of short documents; state and h_save given or not, GVA, strides, weak decays
+    cases_delta(&g, (DeltaShape){2, 300, 2, 4, 32, 32, 8, 1, 1, 0, 0, 1}, 0);
+    cases_delta(&g, (DeltaShape){1, 600, 1, 2, 64, 64, 0, 0, 0, 1, 0, 2}, 0);
+    cases_delta(&g, (DeltaShape){2, 200, 2, 4, 64, 48, 3, 1, 0, 1, 0, 1}, 0);
+    cases_delta(&g, (DeltaShape){1, 10, 1, 1, 16, 16, 0, 1, 0, 0, 0, 1}, 0); // T <= 16 without h_save: not decode
     cases_lmhead(&g, 70, 64, 1000, 1, 0, 0);
     cases_lmhead(&g, 50, 40, 517, 1, 16, 0); // forced 16-row chunks: the chunk loop
     cases_lmhead(&g, 33, 40, 300, 0, 0, 0);
@@ -1032,6 +1106,7 @@ static void check_bad_ids(void) {
 typedef struct {
     const Backend *be;
     void *p[12];
+    const int32_t *ds; // doc_start for the conv and delta-rule entries (NULL: one document per row)
     int i[8];
     int which;
 } BenchCtx;
@@ -1089,10 +1164,10 @@ static void bench_call(void *vctx) {
         be->matmul_bwd(NULL, I[2], p[3], p[1], I[1], p[0], I[2], NULL, I[0], I[1], I[2], 0);
         break;
     case BE_CONV_F:
-        be->conv_silu_fwd(p[0], I[2], p[1], I[2], p[2], NULL, NULL, I[0], I[1], I[2], 4);
+        be->conv_silu_fwd(p[0], I[2], p[1], I[2], p[2], NULL, NULL, I[0], I[1], I[2], 4, x->ds);
         break;
     case BE_CONV_B:
-        be->conv_silu_bwd(p[0], I[2], p[3], p[4], I[2], p[1], I[2], p[2], I[0], I[1], I[2], 4);
+        be->conv_silu_bwd(p[0], I[2], p[3], p[4], I[2], p[1], I[2], p[2], I[0], I[1], I[2], 4, x->ds);
         break;
     case BE_L2_F:
         be->l2norm_fwd(p[0], I[3], p[1], p[2], I[3], I[0], I[1], I[2]);
@@ -1110,7 +1185,8 @@ static void bench_call(void *vctx) {
     case BE_DR_F:
     case BE_DR_B: { // H=4 HV=8 dk=dv=64: q|k interleaved with row stride 256, v and o 512
         DeltaRuleArgs a = {.q = p[2], .k = p[3], .ldqk = 256, .v = p[4], .ldv = 512, .beta = p[5], .gamma = p[6],
-                           .h_save = p[1], .B = I[0], .T = I[1], .H = 4, .HV = 8, .dk = 64, .dv = 64, .scale = 0.125f};
+                           .h_save = p[1], .B = I[0], .T = I[1], .H = 4, .HV = 8, .dk = 64, .dv = 64, .scale = 0.125f,
+                           .doc_start = x->ds};
         if (x->which == BE_DR_F) {
             be->delta_rule_fwd(&a, p[0], 512, NULL);
         } else {
@@ -1262,6 +1338,19 @@ static int run_bench(int small) {
         bench_report(&x, "conv_silu_fwd D=1024", 2.0 * N * D * ab, 0);
         x.which = BE_CONV_B, x.p[0] = dx, x.p[1] = xx, x.p[2] = w, x.p[3] = dw, x.p[4] = y;
         bench_report(&x, "conv_silu_bwd D=1024", 3.0 * N * D * ab, 0);
+        { // the same with packed documents
+            int32_t *dsh = xmalloc((size_t)N * 4), *eids = xmalloc((size_t)N * 4);
+            doc_layout_random(&g, eids, dsh, B, T);
+            int32_t *ds = be->alloc((size_t)N * 4);
+            be->memcpy_h2d(ds, dsh, (size_t)N * 4);
+            x.ds = ds;
+            x.which = BE_CONV_F, x.p[0] = y;
+            bench_report(&x, "conv_silu_fwd D=1024 (packed documents)", 2.0 * N * D * ab, 0);
+            x.which = BE_CONV_B, x.p[0] = dx;
+            bench_report(&x, "conv_silu_bwd D=1024 (packed documents)", 3.0 * N * D * ab, 0);
+            x.ds = NULL;
+            be->free(ds), free(dsh), free(eids);
+        }
         x.which = BE_L2_F, x.p[0] = y, x.p[1] = rstd, x.p[2] = xx, x.i[0] = N, x.i[1] = 4, x.i[2] = 64, x.i[3] = D;
         bench_report(&x, "l2norm_fwd (q, 4 x 64)", 2.0 * N * Kd * ab, 0);
         x.which = BE_L2_B, x.p[0] = y, x.p[1] = rstd, x.p[2] = xx, x.p[3] = dx;
@@ -1298,6 +1387,18 @@ static int run_bench(int small) {
         bench_report(&x, "delta_rule_fwd", 0, dr_fl);
         x.which = BE_DR_B, x.p[0] = o, x.p[1] = hsv, x.p[7] = dq, x.p[8] = dk, x.p[9] = dv, x.p[10] = db, x.p[11] = dg;
         bench_report(&x, "delta_rule_bwd", 0, 2.5 * dr_fl);
+        // packed documents: EOD-separated rows (documents of 1..1024 tokens, ~500 on average), the same work
+        int32_t *dsh = xmalloc((size_t)N * 4), *eids = xmalloc((size_t)N * 4);
+        doc_layout_random(&g, eids, dsh, B, T);
+        int32_t *ds = be->alloc((size_t)N * 4);
+        be->memcpy_h2d(ds, dsh, (size_t)N * 4);
+        x.ds = ds;
+        x.which = BE_DR_F, x.p[0] = o;
+        bench_report(&x, "delta_rule_fwd (packed documents)", 0, dr_fl);
+        x.which = BE_DR_B;
+        bench_report(&x, "delta_rule_bwd (packed documents)", 0, 2.5 * dr_fl);
+        x.ds = NULL;
+        be->free(ds), free(dsh), free(eids);
         be->free(o), be->free(hsv), be->free(q), be->free(k), be->free(v), be->free(beta), be->free(gam);
         be->free(dq), be->free(dk), be->free(dv), be->free(db), be->free(dg);
     }

@@ -17,20 +17,47 @@ def rmsnorm(x, w, eps):
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
-def short_conv_silu(x, w):
-    """Causal depthwise conv (no bias) + SiLU. x [B,T,D], w [D,1,K]; w[c,0,K-1] multiplies the current token."""
+def short_conv_silu(x, w, doc=None):
+    """Causal depthwise conv (no bias) + SiLU. x [B,T,D], w [D,1,K]; w[c,0,K-1] multiplies the current token.
+    doc [B,T] (packed documents, spec train.md §7.1): the position where each token's document starts; inputs
+    before it read as 0."""
     K = w.shape[-1]
-    xp = F.pad(x.transpose(1, 2), (K - 1, 0))
-    return F.silu(F.conv1d(xp, w, groups=x.shape[-1]).transpose(1, 2))
+    if doc is None:
+        xp = F.pad(x.transpose(1, 2), (K - 1, 0))
+        return F.silu(F.conv1d(xp, w, groups=x.shape[-1]).transpose(1, 2))
+    B, T, D = x.shape
+    t = torch.arange(T)
+    y = torch.zeros(B, T, D)
+    for s in range(K):  # tap K-1-s reads x[t - s]
+        xs = torch.cat([torch.zeros(B, s, D), x[:, :T - s]], 1)
+        keep = ((t - s)[None, :] >= doc).to(x.dtype)[..., None]
+        y = y + w[:, 0, K - 1 - s] * xs * keep
+    return F.silu(y)
 
 
-def delta_rule(q, k, v, beta, gamma, scale):
-    """q,k [B,T,HV,dk] (already repeated per v head), v [B,T,HV,dv], beta/gamma [B,T,HV]. Spec §2.4."""
+def doc_starts(ids, eos):
+    """Where each token's document starts: a token after an EOS starts one (FLA's rule for cu_seqlens)."""
+    B, T = ids.shape
+    doc = torch.zeros(B, T, dtype=torch.long)
+    for b in range(B):
+        cur = 0
+        for t in range(T):
+            if t > 0 and ids[b, t - 1] == eos:
+                cur = t
+            doc[b, t] = cur
+    return doc
+
+
+def delta_rule(q, k, v, beta, gamma, scale, doc=None):
+    """q,k [B,T,HV,dk] (already repeated per v head), v [B,T,HV,dv], beta/gamma [B,T,HV]. Spec §2.4.
+    doc [B,T]: packed documents; the state restarts at zero where one starts."""
     B, T, HV, dk = q.shape
     dv = v.shape[-1]
     S = torch.zeros(B, HV, dk, dv)
     outs = []
     for t in range(T):
+        if doc is not None and t > 0:
+            S = S * (doc[:, t] != t).to(S.dtype)[:, None, None, None]         # 0. a new document: zero state
         S = torch.exp(gamma[:, t])[..., None, None] * S                     # 1. decay
         e = v[:, t] - torch.einsum('bhkv,bhk->bhv', S, k[:, t])              # 2. read the decayed state
         u = beta[:, t][..., None] * e
@@ -45,13 +72,14 @@ def forward(P, ids, cfg):
     eps = cfg['norm_epsilon']
     B, T = ids.shape
     E = P['model.embeddings.weight']
+    doc = doc_starts(ids, cfg['eos_token_id']) if cfg.get('reset_state_at_eod') else None
     x = E[ids]
     for l in range(L):
         p = lambda n: P[f'model.layers.{l}.{n}']
         u = rmsnorm(x, p('attn_norm.weight'), eps)
-        q = short_conv_silu(u @ p('attn.q_proj.weight').T, p('attn.q_conv1d.weight'))
-        k = short_conv_silu(u @ p('attn.k_proj.weight').T, p('attn.k_conv1d.weight'))
-        v = short_conv_silu(u @ p('attn.v_proj.weight').T, p('attn.v_conv1d.weight'))
+        q = short_conv_silu(u @ p('attn.q_proj.weight').T, p('attn.q_conv1d.weight'), doc)
+        k = short_conv_silu(u @ p('attn.k_proj.weight').T, p('attn.k_conv1d.weight'), doc)
+        v = short_conv_silu(u @ p('attn.v_proj.weight').T, p('attn.v_conv1d.weight'), doc)
         g = u @ p('attn.g_proj.weight').T
         a = u @ p('attn.a_proj.weight').T
         b = u @ p('attn.b_proj.weight').T
@@ -61,7 +89,7 @@ def forward(P, ids, cfg):
         beta = torch.sigmoid(b)
         gamma = -torch.exp(p('attn.A_log')) * F.softplus(a + p('attn.dt_bias'))  # softplus(x) = x above 20
         rep = HV // H  # v head j reads q/k head j // rep
-        o = delta_rule(q.repeat_interleave(rep, 2), k.repeat_interleave(rep, 2), v, beta, gamma, dk ** -0.5)
+        o = delta_rule(q.repeat_interleave(rep, 2), k.repeat_interleave(rep, 2), v, beta, gamma, dk ** -0.5, doc)
         o = rmsnorm(o, p('attn.o_norm.weight'), eps) * F.silu(g.view(B, T, HV, dv))
         s = x + o.reshape(B, T, HV * dv) @ p('attn.o_proj.weight').T
         m = rmsnorm(s, p('mlp_norm.weight'), eps)

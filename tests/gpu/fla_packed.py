@@ -1,0 +1,97 @@
+"""Packed documents vs FLA's varlen path (cu_seqlens), on the GPU machine (FLA at FLA_PATH, default .fla; torch 2.x).
+Written for the lead to run; not part of CI (no GPU there).
+
+  python3 tests/gpu/fla_packed.py ops [fp32|bf16]
+      chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=...) against the same call run one document at a time
+      (FLA's own semantics), and against FLA with the documents as separate batch rows of a padded batch; prints
+      the relative errors of o and of dq, dk, dv, dg, dbeta at the 300M head shapes (H=4, HV=8, d=64), T=2048,
+      boundaries inside chunks, on chunk edges, length-1 documents and a run of 300 short documents.
+      The gdn.c side of this comparison is the model check below (gdn has no op-level CLI).
+  python3 tests/gpu/fla_packed.py logits HF_DIR IDS_FILE OUT.npy [EOS]
+      fp32 logits of one packed row through GatedDeltaNetForCausalLM(..., cu_seqlens=...), cu_seqlens derived
+      from EOS as FLA's flame collator does ({0} + {p+1 : ids[p] == EOS} + {T}); compare with
+        ./gdn logits --load CKPT --ids IDS_FILE --out ours.f32 --reset_state_at_eod true --eos_token_id EOS
+      using `compare`.
+  python3 tests/gpu/fla_packed.py compare OURS.f32 FLA.npy
+      max |ours - fla| / max |fla| over all logits (fp32 run: expect <= 1e-4; bf16: ~1e-2).
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.environ.get('FLA_PATH', '.fla'))
+
+
+def cu_from_eos(ids, eos):
+    cuts = [0] + [p + 1 for p in range(len(ids) - 1) if ids[p] == eos] + [len(ids)]
+    return sorted(set(cuts))
+
+
+def layout(T):
+    starts = {0, 1, 2, 37, 38, 63, 64, 65, 127, 128, 129, 500}
+    p = 700
+    while p < 1000:  # 300-odd short documents
+        starts.add(p)
+        p += 1 + (p * 7919) % 3
+    starts.update({1024, 1500, 1536})
+    return sorted(s for s in starts if s < T) + [T]
+
+
+def cmd_ops(dtype_name):
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dt = torch.float32 if dtype_name == 'fp32' else torch.bfloat16
+    torch.manual_seed(0)
+    T, H, HV, D = 2048, 4, 8, 64
+    cu = layout(T)
+    dev = 'cuda'
+    q = torch.nn.functional.normalize(torch.randn(1, T, H, D, device=dev), dim=-1).to(dt).requires_grad_()
+    k = torch.nn.functional.normalize(torch.randn(1, T, H, D, device=dev), dim=-1).to(dt).requires_grad_()
+    v = torch.randn(1, T, HV, D, device=dev).to(dt).requires_grad_()
+    g = (-torch.rand(1, T, HV, device=dev) * 5).float().requires_grad_()
+    beta = torch.rand(1, T, HV, device=dev).to(dt).requires_grad_()
+    do = torch.randn(1, T, HV, D, device=dev).to(dt)
+    cu_t = torch.tensor(cu, device=dev, dtype=torch.long)
+    o, _ = chunk_gated_delta_rule(q, k, v, g, beta, scale=D ** -0.5, cu_seqlens=cu_t)
+    grads = torch.autograd.grad(o, (q, k, v, g, beta), do)
+    # one document at a time
+    o1 = torch.empty_like(o)
+    g1 = [torch.zeros_like(x) for x in (q, k, v, g, beta)]
+    for a, b in zip(cu[:-1], cu[1:]):
+        xs = [x[:, a:b].detach().clone().requires_grad_() for x in (q, k, v, g, beta)]
+        oo, _ = chunk_gated_delta_rule(*xs, scale=D ** -0.5)
+        o1[:, a:b] = oo.detach()
+        for acc, gr in zip(g1, torch.autograd.grad(oo, xs, do[:, a:b])):
+            acc[:, a:b] = gr
+
+    def rel(x, y):
+        return ((x.float() - y.float()).abs().max() / y.float().abs().max().clamp_min(1e-30)).item()
+    print(f'{dtype_name}: {len(cu) - 1} documents in T={T}; varlen vs one by one: o {rel(o, o1):.1e}',
+          ' '.join(f'd{n} {rel(a, b):.1e}' for n, a, b in zip(('q', 'k', 'v', 'g', 'beta'), grads, g1)))
+
+
+def cmd_logits(hf, ids_file, out, eos=128001):
+    from fla.models import GatedDeltaNetForCausalLM
+    import fla.ops.common.chunk_o as chunk_o
+    chunk_o.TRITON_ABOVE_3_7_1 = True  # as scripts/fla_ref.py
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ids = np.fromfile(ids_file, dtype=np.int32).astype(np.int64)
+    cu = torch.tensor(cu_from_eos(ids.tolist(), int(eos)), dtype=torch.long, device="cuda")
+    model = GatedDeltaNetForCausalLM.from_pretrained(hf, torch_dtype=torch.float32).cuda().eval()
+    with torch.no_grad():
+        logits = model(input_ids=torch.from_numpy(ids)[None].cuda(), cu_seqlens=cu).logits[0].float().cpu().numpy()
+    np.save(out, logits)
+    print('logits', logits.shape, 'documents', len(cu) - 1)
+
+
+def cmd_compare(ours, fla):
+    ref = np.load(fla)
+    got = np.fromfile(ours, dtype=np.float32).reshape(ref.shape)
+    print(f'packed logits, gdn vs FLA cu_seqlens: max rel {np.abs(got - ref).max() / np.abs(ref).max():.2e}')
+
+
+if __name__ == '__main__':
+    cmd, args = sys.argv[1], sys.argv[2:]
+    {'ops': cmd_ops, 'logits': cmd_logits, 'compare': cmd_compare}[cmd](*args)
