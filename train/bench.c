@@ -47,6 +47,14 @@ int cmd_bench(int argc, char **argv) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = (int32_t)((r >> 33) % (uint64_t)c.vocab_size);
     }
+    int docs = 0;
+    if (c.reset_state_at_eod) // packed documents: EOD-separated rows of documents of 1..1024 tokens (uniform)
+        for (size_t i = 0, next = 0; i < N; i++)
+            if (i == next) {
+                ids[i] = c.eos_token_id, docs++;
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                next = i + 1 + (size_t)((r >> 33) % 1024);
+            }
     for (size_t i = 0; i < N; i++) tgt[i] = (i + 1) % (size_t)T ? ids[i + 1] : -1;
     double t0 = 0;
     for (int it = 0; it < warm + steps; it++) {
@@ -68,6 +76,9 @@ int cmd_bench(int argc, char **argv) {
            flops_per_token_megatron(&c) * tok / 1e12, flops_per_token_gdn(&c) * tok / 1e12, ru.ru_maxrss / 1048576.0);
     // read before the model is freed: on CUDA the device's (the pool included), on the CPU the backend's buffers
     printf(", %s memory in use %.2f GiB", be->name, be->mem_used() / 1073741824.0);
+    // MFU against H100/H200 dense bf16 (989.4 TFLOP/s), on the 6N-style GDN count
+    if (be->act_bytes == 2) printf(", MFU %.1f%% of 989 TFLOP/s", 100.0 * flops_per_token_gdn(&c) * tok / 989.4e12);
+    if (docs) printf(", %d EOD-separated documents per step (reset_state_at_eod)", docs);
     printf("\n");
     free(ids); free(tgt);
     model_free(m);
