@@ -77,6 +77,11 @@ static int set_key(Config *c, const KeyInfo *k, const char *v, int factor, char 
 }
 
 int config_set(Config *c, const char *key, const char *value, char *err, size_t errlen) {
+    if (!strcmp(key, "attn")) { // FLA's `attn: null`: pure GDN; a spec is a mapping of attn_* keys
+        if (*value) return set_err(err, errlen, "key 'attn': expected null or a mapping (layers, num_heads, ...)");
+        c->attn_layers[0] = 0;
+        return 0;
+    }
     const KeyInfo *k = find_key(key);
     int factor = 1;
     if (!k) {
@@ -84,6 +89,8 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
             if (!strcmp(aliases[i].alias, key)) { k = find_key(aliases[i].key); factor = aliases[i].factor; }
     }
     if (!k) return set_err(err, errlen, "unknown key '%s' (gdn train --help lists the keys)", key);
+    // FLA's null for these two means "none" / "= num_heads", which the keys spell 0
+    if (!*value && (!strcmp(k->name, "attn_window_size") || !strcmp(k->name, "attn_num_kv_heads"))) value = "0";
     return set_key(c, k, value, factor, err, errlen);
 }
 
@@ -96,14 +103,16 @@ void config_defaults(Config *c) {
 }
 
 // Flattens nested mappings ("model: {hidden_size: 1024}" -> hidden_size) since Primus YAMLs group keys.
+// The one exception is FLA's `attn:` mapping, whose keys get an attn_ prefix (its num_heads is not the GDN
+// num_heads), and whose `layers` list is the one list accepted (joined with commas into attn_layers).
 int config_load_yaml(Config *c, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) return set_err(err, errlen, "cannot open config %s: %s", path, strerror(errno));
     yaml_parser_t p;
     yaml_parser_initialize(&p);
     yaml_parser_set_input_file(&p, f);
-    char key[128] = "";
-    int have_key = 0, depth = 0, rc = 0, done = 0;
+    char key[128] = "", list[256] = "";
+    int have_key = 0, depth = 0, rc = 0, done = 0, attn_depth = 0, in_list = 0;
     while (!done) {
         yaml_event_t ev;
         if (!yaml_parser_parse(&p, &ev)) {
@@ -113,15 +122,44 @@ int config_load_yaml(Config *c, const char *path, char *err, size_t errlen) {
         }
         switch (ev.type) {
         case YAML_STREAM_END_EVENT: done = 1; break;
-        case YAML_MAPPING_START_EVENT: depth++; have_key = 0; break;
-        case YAML_MAPPING_END_EVENT: depth--; have_key = 0; break;
-        case YAML_SEQUENCE_START_EVENT:
-            rc = set_err(err, errlen, "%s:%zu: key '%s': lists are not supported", path, ev.start_mark.line + 1, key);
-            done = 1;
+        case YAML_MAPPING_START_EVENT:
+            depth++;
+            if (have_key && !strcmp(key, "attn") && !attn_depth) attn_depth = depth;
+            have_key = 0;
             break;
+        case YAML_MAPPING_END_EVENT:
+            if (depth == attn_depth) attn_depth = 0;
+            depth--; have_key = 0;
+            break;
+        case YAML_SEQUENCE_START_EVENT:
+            if (!have_key || strcmp(key, "attn_layers") || in_list) {
+                rc = set_err(err, errlen, "%s:%zu: key '%s': lists are not supported%s", path, ev.start_mark.line + 1,
+                             key, !strcmp(key, "attn") ? " (FLA's list of attention specs: give one spec)" : "");
+                done = 1;
+            }
+            in_list = 1; list[0] = 0;
+            break;
+        case YAML_SEQUENCE_END_EVENT: {
+            char e2[ERR_LEN];
+            in_list = 0; have_key = 0;
+            if (config_set(c, key, list, e2, sizeof e2)) {
+                rc = set_err(err, errlen, "%s:%zu: %s", path, ev.start_mark.line + 1, e2);
+                done = 1;
+            }
+            break;
+        }
         case YAML_SCALAR_EVENT:
-            if (!have_key) {
-                snprintf(key, sizeof key, "%s", (const char *)ev.data.scalar.value);
+            if (in_list) {
+                const char *v = (const char *)ev.data.scalar.value;
+                if (strlen(list) + strlen(v) + 2 > sizeof list) {
+                    rc = set_err(err, errlen, "%s:%zu: key '%s': list too long", path, ev.start_mark.line + 1, key);
+                    done = 1;
+                } else {
+                    if (list[0]) strcat(list, ",");
+                    strcat(list, v);
+                }
+            } else if (!have_key) {
+                snprintf(key, sizeof key, "%s%s", attn_depth ? "attn_" : "", (const char *)ev.data.scalar.value);
                 have_key = 1;
             } else {
                 char e2[ERR_LEN];
@@ -171,8 +209,36 @@ int config_apply_flags(Config *c, int *argc, char **argv, char *err, size_t errl
     return 0;
 }
 
+// attn_layers "3,7,11" -> is_attn flags; -1 with err set on a malformed list.
+static int parse_attn_layers(const Config *c, int L, unsigned char *is_attn, char *err, size_t errlen) {
+    memset(is_attn, 0, GDN_MAX_LAYERS);
+    int n = 0;
+    const char *s = c->attn_layers;
+    while (*s) {
+        char *end;
+        while (*s == ' ' || *s == '[') s++;
+        if (!*s || *s == ']') break;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno)
+            return set_err(err, errlen, "key 'attn_layers': expected comma-separated block indices, got '%s'", c->attn_layers);
+        if (v < 0 || v >= L || v >= GDN_MAX_LAYERS)
+            return set_err(err, errlen, "key 'attn_layers': block %ld is outside [0, %d) (num_layers %d = %d GDN blocks)",
+                           v, L, 2 * L, L);
+        if (is_attn[v]) return set_err(err, errlen, "key 'attn_layers': block %ld is listed twice", v);
+        is_attn[v] = 1;
+        n++;
+        s = end;
+        while (*s == ' ' || *s == ']') s++;
+        if (*s == ',') s++;
+        else if (*s) return set_err(err, errlen, "key 'attn_layers': expected ',' after %ld in '%s'", v, c->attn_layers);
+    }
+    return n;
+}
+
 ModelDims config_dims(const Config *c) {
     ModelDims d;
+    memset(&d, 0, sizeof d); // compared with memcmp (train --load)
     d.h = c->hidden_size;
     d.L = c->num_layers / 2;
     d.H = c->num_heads;
@@ -186,6 +252,21 @@ ModelDims config_dims(const Config *c) {
     d.V = c->vocab_size;
     d.eps = c->norm_eps;
     d.init_std = c->init_std;
+    char err[ERR_LEN];
+    int n = parse_attn_layers(c, d.L, d.is_attn, err, sizeof err);
+    if (n > 0 && c->attn_num_heads > 0) { // config_validate reports the other cases
+        d.n_attn = n;
+        d.Ha = c->attn_num_heads;
+        d.Hkv = c->attn_num_kv_heads > 0 ? c->attn_num_kv_heads : d.Ha;
+        d.da = d.h / d.Ha;
+        d.Dq = d.Ha * d.da;
+        d.Dkv = d.Hkv * d.da;
+        d.qkv_bias = c->attn_qkv_bias;
+        d.window = c->attn_window_size;
+        d.rope_theta = c->attn_rope_theta;
+    } else {
+        memset(d.is_attn, 0, sizeof d.is_attn);
+    }
     return d;
 }
 
@@ -203,6 +284,23 @@ int config_validate(const Config *c, char *err, size_t errlen) {
     if (c->num_v_heads % c->num_heads)
         return set_err(err, errlen, "linear_num_value_heads (%d) must be a multiple of linear_num_key_heads (%d)",
                        c->num_v_heads, c->num_heads);
+    // hybrid attention (spec hybrid.md §1.1; Ha % Hkv is checked here, FLA leaves it to flash-attn)
+    unsigned char is_attn[GDN_MAX_LAYERS];
+    char e2[ERR_LEN];
+    int na = parse_attn_layers(c, c->num_layers / 2, is_attn, e2, sizeof e2);
+    if (na < 0) return set_err(err, errlen, "%s", e2);
+    if (na > 0) {
+        int Ha = c->attn_num_heads, Hkv = c->attn_num_kv_heads ? c->attn_num_kv_heads : Ha;
+        if (Ha <= 0) return set_err(err, errlen, "attn_layers is set: key 'attn_num_heads' must be positive (got %d)", Ha);
+        if (c->attn_num_kv_heads < 0 || Ha % Hkv)
+            return set_err(err, errlen, "attn_num_kv_heads (%d) must be positive and divide attn_num_heads (%d)", Hkv, Ha);
+        if (c->hidden_size % Ha || (c->hidden_size / Ha) % 2)
+            return set_err(err, errlen, "hidden_size (%d) / attn_num_heads (%d) must be an even integer (the RoPE head dim)",
+                           c->hidden_size, Ha);
+        if (c->attn_window_size < 0)
+            return set_err(err, errlen, "attn_window_size must be >= 0 (0: full causal), got %d", c->attn_window_size);
+        if (!(c->attn_rope_theta > 0)) return set_err(err, errlen, "attn_rope_theta must be positive");
+    }
     if (c->nproc_per_node < 1) return set_err(err, errlen, "nproc_per_node must be >= 1 (got %d)", c->nproc_per_node);
     if (c->global_batch_size % ((long)c->micro_batch_size * c->nproc_per_node))
         return set_err(err, errlen, "global_batch_size (%d) must be a multiple of micro_batch_size (%d) x nproc_per_node (%d)",

@@ -39,6 +39,16 @@ void params_layout(ParamLayout *pl, const ModelDims *dims) {
     add_tensor(pl, &cap, "model.embeddings.weight", 2, d.V, d.h, 1, INIT_NORMAL, 1, -1, &pl->embeddings);
     for (int l = 0; l < d.L; l++) {
         char name[96];
+        if (d.is_attn[l]) {
+#define X(field, hf, nd, a, b, c, init, decay, present)                                      \
+            if (present) {                                                                   \
+                snprintf(name, sizeof name, "model.layers.%d.%s", l, hf);                    \
+                add_tensor(pl, &cap, name, nd, a, b, c, init, decay, l, &pl->layer[l].field); \
+            }
+            ATTN_LAYER_TENSORS(X)
+#undef X
+            continue;
+        }
 #define X(field, hf, nd, a, b, c, init, decay)                                               \
         snprintf(name, sizeof name, "model.layers.%d.%s", l, hf);                            \
         add_tensor(pl, &cap, name, nd, a, b, c, init, decay, l, &pl->layer[l].field);
@@ -76,6 +86,9 @@ void params_init(const ParamLayout *pl, float *host, uint64_t seed) {
         float *p = host + t->off;
         uint64_t s = seed * 0x100000001b3ull + (uint64_t)i * 0x9e3779b97f4a7c15ull;
         switch (t->init) {
+        case INIT_ZEROS: // qkv biases (FLA _init_weights zeroes Linear biases)
+            memset(p, 0, t->numel * sizeof(float));
+            break;
         case INIT_ONES:
             for (size_t j = 0; j < t->numel; j++) p[j] = 1.0f;
             break;

@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-enum { INIT_NORMAL, INIT_ONES, INIT_A_LOG, INIT_DT_BIAS };
+enum { INIT_NORMAL, INIT_ONES, INIT_A_LOG, INIT_DT_BIAS, INIT_ZEROS };
 
 // X(field, hf_suffix, ndim, d0, d1, d2, init, decay). Shapes use ModelDims d (see params.c).
 // decay follows Megatron: no weight decay on 1-D tensors (norms, A_log, dt_bias).
@@ -40,11 +40,29 @@ enum { INIT_NORMAL, INIT_ONES, INIT_A_LOG, INIT_DT_BIAS };
     X(up_proj, "mlp.up_proj.weight", 2, d.F, d.h, 1, INIT_NORMAL, 1)               \
     X(down_proj, "mlp.down_proj.weight", 2, d.h, d.F, 1, INIT_NORMAL, 1)
 
-// Element offsets of one block's tensors in the flat buffer.
+// A hybrid's attention blocks (spec hybrid.md §1.3), X(field, hf_suffix, ndim, d0, d1, d2, init, decay, present):
+// the same names as FLA's Attention layer; q|k|v weights contiguous for one fused GEMM, biases likewise.
+// Fields shared with GDN_LAYER_TENSORS reuse its offsets (attn_norm, q/k/v/o_proj, the MLP).
+#define ATTN_LAYER_TENSORS(X)                                                             \
+    X(attn_norm, "attn_norm.weight", 1, d.h, 1, 1, INIT_ONES, 0, 1)                       \
+    X(q_proj, "attn.q_proj.weight", 2, d.Dq, d.h, 1, INIT_NORMAL, 1, 1)                   \
+    X(k_proj, "attn.k_proj.weight", 2, d.Dkv, d.h, 1, INIT_NORMAL, 1, 1)                  \
+    X(v_proj, "attn.v_proj.weight", 2, d.Dkv, d.h, 1, INIT_NORMAL, 1, 1)                  \
+    X(q_bias, "attn.q_proj.bias", 1, d.Dq, 1, 1, INIT_ZEROS, 0, d.qkv_bias)               \
+    X(k_bias, "attn.k_proj.bias", 1, d.Dkv, 1, 1, INIT_ZEROS, 0, d.qkv_bias)              \
+    X(v_bias, "attn.v_proj.bias", 1, d.Dkv, 1, 1, INIT_ZEROS, 0, d.qkv_bias)              \
+    X(o_proj, "attn.o_proj.weight", 2, d.h, d.Dq, 1, INIT_NORMAL, 1, 1)                   \
+    X(mlp_norm, "mlp_norm.weight", 1, d.h, 1, 1, INIT_ONES, 0, 1)                         \
+    X(gate_proj, "mlp.gate_proj.weight", 2, d.F, d.h, 1, INIT_NORMAL, 1, 1)               \
+    X(up_proj, "mlp.up_proj.weight", 2, d.F, d.h, 1, INIT_NORMAL, 1, 1)                   \
+    X(down_proj, "mlp.down_proj.weight", 2, d.h, d.F, 1, INIT_NORMAL, 1, 1)
+
+// Element offsets of one block's tensors in the flat buffer (an attention block sets only its own).
 typedef struct {
 #define X(field, hf, nd, a, b, c, init, decay) size_t field;
     GDN_LAYER_TENSORS(X)
 #undef X
+    size_t q_bias, k_bias, v_bias; // attention blocks with qkv_bias
 } LayerOffsets;
 
 typedef struct {
