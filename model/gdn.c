@@ -48,6 +48,9 @@ Model *model_create(const Config *cfg, const Backend *be, int training) {
         m->ops.delta_rule_bwd = cpu_delta_rule_recurrent_bwd;
     }
     m->training = training;
+    if (m->d.n_attn && !(be->attn_qkv_fwd && be->attn_qkv_bwd && be->attn_fwd && be->attn_bwd && be->pos_advance))
+        die("the %s backend has no softmax-attention kernels yet: hybrid models (attn_layers %s) run on --device cpu",
+            be->name, cfg->attn_layers);
     params_layout(&m->lay, &m->d);
     size_t n = m->lay.total;
     m->params = be->alloc(n * sizeof(float));
@@ -71,14 +74,16 @@ static void free_acts(Model *m) {
             continue;
         }
         void *ps[] = {b->s_attn, b->y_attn, b->rstd_attn, b->P, b->C, b->QK, b->qk_rstd, b->beta, b->gamma,
-                      b->h_save, b->o, b->on, b->on_rstd, b->s_mlp, b->y_mlp, b->rstd_mlp, b->GU, b->Hh};
+                      b->h_save, b->o, b->on, b->on_rstd, b->s_mlp, b->y_mlp, b->rstd_mlp, b->GU, b->Hh,
+                      b->aQ, b->aK, b->aV, b->aO, b->lse};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
             if (ps[i] && ps[i] != m->emb) be->free(ps[i]);
     }
     free(m->blk);
     m->blk = NULL;
     void *gs[] = {m->ids, m->targets, m->emb, m->s_final, m->y_final, m->rstd_final, m->out, m->losses, m->dy,
-                  m->ds0, m->ds1, m->dP, m->dC, m->dQK, m->do_, m->don, m->dGU, m->dH, m->dbeta, m->dgamma};
+                  m->ds0, m->ds1, m->dP, m->dC, m->dQK, m->do_, m->don, m->dGU, m->dH, m->dbeta, m->dgamma,
+                  m->daQ, m->daK, m->daV, m->daO};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
         if (gs[i]) be->free(gs[i]);
     m->B = m->T = 0;
@@ -99,6 +104,9 @@ static void ensure_acts(Model *m, int B, int T) {
     const ModelDims *d = &m->d;
     ProjCols c = proj_cols(d);
     size_t N = (size_t)B * T, ab = (size_t)be->act_bytes, NT = (size_t)(T + NCHUNK - 1) / NCHUNK;
+    // which kinds of block the buffers serve: inference shares block 0's among all blocks
+    int any_gdn = d->n_attn < d->L, any_attn = d->n_attn > 0, Dqkv = d->Dq + 2 * d->Dkv;
+    int Dp = any_attn && Dqkv > c.Dp ? Dqkv : c.Dp;
 #define ACT(n) be->alloc((size_t)(n) * ab)
 #define F32(n) be->alloc((size_t)(n) * sizeof(float))
     m->B = B; m->T = T; m->cap_N = N;
@@ -116,10 +124,18 @@ static void ensure_acts(Model *m, int B, int T) {
         }
         b->s_attn = (l == 0) ? m->emb : ACT(N * d->h);
         b->y_attn = ACT(N * d->h); b->rstd_attn = F32(N);
-        b->P = ACT(N * c.Dp); b->C = ACT(N * c.Dc); b->QK = ACT(N * 2 * d->Kd); b->qk_rstd = F32(N * 2 * d->H);
-        b->beta = F32(N * d->HV); b->gamma = F32(N * d->HV);
-        b->h_save = m->training ? ACT((size_t)B * d->HV * NT * d->dk * d->dv) : NULL;
-        b->o = ACT(N * d->Vd); b->on = ACT(N * d->Vd); b->on_rstd = F32(N * d->HV);
+        int gdn = m->training ? !d->is_attn[l] : any_gdn, att = m->training ? d->is_attn[l] : any_attn;
+        b->P = ACT(N * (gdn ? Dp : Dqkv));
+        if (gdn) {
+            b->C = ACT(N * c.Dc); b->QK = ACT(N * 2 * d->Kd); b->qk_rstd = F32(N * 2 * d->H);
+            b->beta = F32(N * d->HV); b->gamma = F32(N * d->HV);
+            b->h_save = m->training ? ACT((size_t)B * d->HV * NT * d->dk * d->dv) : NULL;
+            b->o = ACT(N * d->Vd); b->on = ACT(N * d->Vd); b->on_rstd = F32(N * d->HV);
+        }
+        if (att) {
+            b->aQ = ACT(N * d->Dq); b->aK = ACT(N * d->Dkv); b->aV = ACT(N * d->Dkv); b->aO = ACT(N * d->Dq);
+            b->lse = m->training ? F32(N * d->Ha) : NULL;
+        }
         b->s_mlp = ACT(N * d->h); b->y_mlp = ACT(N * d->h); b->rstd_mlp = F32(N);
         b->GU = ACT(N * 2 * d->F); b->Hh = ACT(N * d->F);
     }
@@ -132,9 +148,13 @@ static void ensure_acts(Model *m, int B, int T) {
     m->losses = F32(N);
     if (m->training) {
         m->dy = ACT(N * d->h); m->ds0 = ACT(N * d->h); m->ds1 = ACT(N * d->h);
-        m->dP = ACT(N * c.Dp); m->dC = ACT(N * c.Dc); m->dQK = ACT(N * 2 * d->Kd);
-        m->do_ = ACT(N * d->Vd); m->don = ACT(N * d->Vd); m->dGU = ACT(N * 2 * d->F); m->dH = ACT(N * d->F);
-        m->dbeta = F32(N * d->HV); m->dgamma = F32(N * d->HV);
+        m->dP = ACT(N * Dp); m->dGU = ACT(N * 2 * d->F); m->dH = ACT(N * d->F);
+        if (any_gdn) {
+            m->dC = ACT(N * c.Dc); m->dQK = ACT(N * 2 * d->Kd);
+            m->do_ = ACT(N * d->Vd); m->don = ACT(N * d->Vd);
+            m->dbeta = F32(N * d->HV); m->dgamma = F32(N * d->HV);
+        }
+        if (any_attn) { m->daQ = ACT(N * d->Dq); m->daK = ACT(N * d->Dkv); m->daV = ACT(N * d->Dkv); m->daO = ACT(N * d->Dq); }
     }
 #undef ACT
 #undef F32
@@ -202,6 +222,25 @@ static void gdn_mixer_fwd(Model *m, int l, int B, int T, InferState *st) {
     be->matmul_fwd(m->out, d->h, b->on, d->Vd, WA(m, w->o_proj), N, d->h, d->Vd, 0);
 }
 
+// Softmax-attention mixer of a hybrid (spec hybrid.md §2.1): [q|k|v] = y . W^T (+b), RoPE, causal GQA
+// attention, o_proj. With a state, k and v go to the KV cache at the tokens-seen position.
+static void attn_mixer_fwd(Model *m, int l, int B, int T, InferState *st) {
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    const LayerOffsets *w = &m->lay.layer[l];
+    BlockActs *b = &m->blk[l];
+    int N = B * T, Dqkv = d->Dq + 2 * d->Dkv;
+    be->matmul_fwd(b->P, Dqkv, b->y_attn, d->h, WA(m, w->q_proj), N, Dqkv, d->h, 0);
+    void *K = st ? st->kc[l] : b->aK, *V = st ? st->vc[l] : b->aV;
+    int kvs = st ? st->cap : T;
+    const int32_t *pos = st ? st->pos : NULL;
+    be->attn_qkv_fwd(b->aQ, K, V, kvs, b->P, Dqkv, d->qkv_bias ? PF(m, w->q_bias) : NULL, pos, B, T, d->Ha, d->Hkv,
+                     d->da, d->rope_theta);
+    be->attn_fwd(b->aO, m->training ? b->lse : NULL, b->aQ, K, V, kvs, pos, B, T, d->Ha, d->Hkv, d->da, d->window,
+                 1.0f / sqrtf((float)d->da));
+    be->matmul_fwd(m->out, d->h, b->aO, d->Dq, WA(m, w->o_proj), N, d->h, d->Dq, 0);
+}
+
 static void mlp_fwd(Model *m, int l, int N) {
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
@@ -219,8 +258,12 @@ InferState *infer_state_new(Model *m, int B) {
     st->B = B;
     st->conv = xcalloc((size_t)m->d.L, sizeof *st->conv);
     st->S = xcalloc((size_t)m->d.L, sizeof *st->S);
+    st->kc = xcalloc((size_t)m->d.L, sizeof *st->kc);
+    st->vc = xcalloc((size_t)m->d.L, sizeof *st->vc);
+    st->pos = m->be->alloc(sizeof(int32_t));
     ProjCols c = proj_cols(&m->d);
     for (int l = 0; l < m->d.L; l++) {
+        if (m->d.is_attn[l]) continue; // KV caches: allocated by kv_reserve
         st->conv[l] = m->be->alloc((size_t)B * c.Dc * (m->d.K - 1) * sizeof(float));
         st->S[l] = m->be->alloc((size_t)B * m->d.HV * m->d.dk * m->d.dv * sizeof(float));
     }
@@ -228,7 +271,10 @@ InferState *infer_state_new(Model *m, int B) {
 }
 void infer_state_reset(Model *m, InferState *st) {
     ProjCols c = proj_cols(&m->d);
+    m->be->memset0(st->pos, sizeof(int32_t)); // the KV caches' old rows are simply not read again
+    st->len = 0;
     for (int l = 0; l < m->d.L; l++) {
+        if (m->d.is_attn[l]) continue;
         m->be->memset0(st->conv[l], (size_t)st->B * c.Dc * (m->d.K - 1) * sizeof(float));
         m->be->memset0(st->S[l], (size_t)st->B * m->d.HV * m->d.dk * m->d.dv * sizeof(float));
     }
@@ -237,8 +283,39 @@ void infer_state_free(Model *m, InferState *st) {
     if (!st) return;
     if (st->graph) m->be->graph_free(st->graph);
     if (st->tok) { m->be->free(st->tok); m->be->free(st->logits); }
-    for (int l = 0; l < m->d.L; l++) { m->be->free(st->conv[l]); m->be->free(st->S[l]); }
-    free(st->conv); free(st->S); free(st);
+    for (int l = 0; l < m->d.L; l++) {
+        if (st->conv[l]) { m->be->free(st->conv[l]); m->be->free(st->S[l]); }
+        if (st->kc[l]) { m->be->free(st->kc[l]); m->be->free(st->vc[l]); }
+    }
+    m->be->free(st->pos);
+    free(st->conv); free(st->S); free(st->kc); free(st->vc); free(st);
+}
+
+// Room in the KV caches for T more tokens per sequence: the capacity doubles (rows copied over), which
+// moves the caches, so a recorded decode graph is dropped and recorded again.
+static void kv_reserve(Model *m, InferState *st, int T) {
+    if (!m->d.n_attn || st->len + T <= st->cap) return;
+    const Backend *be = m->be;
+    int cap = st->cap ? st->cap : 256;
+    while (cap < st->len + T) cap *= 2;
+    size_t row = (size_t)m->d.Dkv * be->act_bytes;
+    for (int l = 0; l < m->d.L; l++) {
+        if (!m->d.is_attn[l]) continue;
+        void **c[2] = {&st->kc[l], &st->vc[l]};
+        for (int i = 0; i < 2; i++) {
+            void *n = be->alloc((size_t)st->B * cap * row);
+            for (int b = 0; b < st->B && *c[i]; b++)
+                be->memcpy_d2d((char *)n + (size_t)b * cap * row, (char *)*c[i] + (size_t)b * st->cap * row,
+                               (size_t)st->len * row);
+            if (*c[i]) be->free(*c[i]);
+            *c[i] = n;
+        }
+    }
+    st->cap = cap;
+    if (st->graph) {
+        be->graph_free(st->graph);
+        st->graph = NULL;
+    }
 }
 
 // The forward from token ids already in backend memory (no host round trip: a decode graph records it).
@@ -255,20 +332,24 @@ static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, Infer
         else // s = previous MLP output + previous block's s_mlp
             be->rmsnorm_fwd(b->y_attn, b->rstd_attn, b->s_attn, m->out, m->blk[l - 1].s_mlp, PF(m, w->attn_norm), N,
                             d->h, d->eps);
-        gdn_mixer_fwd(m, l, B, T, st);
+        if (d->is_attn[l]) attn_mixer_fwd(m, l, B, T, st);
+        else gdn_mixer_fwd(m, l, B, T, st);
         be->rmsnorm_fwd(b->y_mlp, b->rstd_mlp, b->s_mlp, m->out, b->s_attn, PF(m, w->mlp_norm), N, d->h, d->eps);
         mlp_fwd(m, l, N);
     }
     be->rmsnorm_fwd(m->y_final, m->rstd_final, m->s_final, m->out, m->blk[d->L - 1].s_mlp, PF(m, m->lay.norm), N,
                     d->h, d->eps);
+    if (st && d->n_attn) be->pos_advance(st->pos, T); // on the stream, so a recorded step advances it too
 }
 
 void model_forward_state(Model *m, const int32_t *ids, int B, int T, InferState *st) {
     if (st && st->B != B) die("inference state holds %d sequences, batch has %d", st->B, B);
     check_ids(m, ids, (size_t)B * T, "input");
     ensure_acts(m, B, T);
+    if (st) kv_reserve(m, st, T);
     m->be->memcpy_h2d(m->ids, ids, (size_t)B * T * sizeof(int32_t));
     forward_tokens(m, m->ids, B, T, st);
+    if (st) st->len += T;
 }
 
 // forward of st->tok, logits, argmax into st->tok: everything a decode step does on the backend
@@ -292,6 +373,7 @@ void model_decode_step(Model *m, InferState *st, const int32_t *feed, int32_t *a
         die("model_decode_step: the first step needs the tokens to feed");
     }
     ensure_acts(m, B, 1);
+    kv_reserve(m, st, 1);
     if (st->graph && st->graph_gen != m->acts_gen) { // the activations moved: record again
         be->graph_free(st->graph);
         st->graph = NULL;
@@ -311,6 +393,7 @@ void model_decode_step(Model *m, InferState *st, const int32_t *feed, int32_t *a
         }
     }
     st->steps++;
+    st->len++;
     if (argmax_out) be->memcpy_d2h(argmax_out, st->tok, (size_t)B * sizeof(int32_t));
     if (logits_out) be->memcpy_d2h(logits_out, st->logits, (size_t)B * V * sizeof(float));
 }
@@ -389,6 +472,21 @@ static void gdn_mixer_bwd(Model *m, int l, int B, int T, const void *dout) {
     be->matmul_bwd(m->dy, d->h, GF(m, w->q_proj), m->dP, c.Dp, b->y_attn, d->h, WA(m, w->q_proj), N, c.Dp, d->h, 0);
 }
 
+// dout: gradient of the attention mixer output [N,h]; leaves dy_attn in m->dy.
+static void attn_mixer_bwd(Model *m, int l, int B, int T, const void *dout) {
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    const LayerOffsets *w = &m->lay.layer[l];
+    BlockActs *b = &m->blk[l];
+    int N = B * T, Dqkv = d->Dq + 2 * d->Dkv;
+    be->matmul_bwd(m->daO, d->Dq, GF(m, w->o_proj), dout, d->h, b->aO, d->Dq, WA(m, w->o_proj), N, d->h, d->Dq, 0);
+    be->attn_bwd(m->daQ, m->daK, m->daV, m->daO, b->aQ, b->aK, b->aV, b->aO, b->lse, B, T, d->Ha, d->Hkv, d->da,
+                 d->window, 1.0f / sqrtf((float)d->da));
+    be->attn_qkv_bwd(m->dP, Dqkv, d->qkv_bias ? GF(m, w->q_bias) : NULL, m->daQ, m->daK, m->daV, B, T, d->Ha, d->Hkv,
+                     d->da, d->rope_theta);
+    be->matmul_bwd(m->dy, d->h, GF(m, w->q_proj), m->dP, Dqkv, b->y_attn, d->h, WA(m, w->q_proj), N, Dqkv, d->h, 0);
+}
+
 static void mlp_bwd(Model *m, int l, int N, const void *dout) {
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
@@ -423,7 +521,8 @@ void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, 
         mlp_bwd(m, l, N, next);
         be->rmsnorm_bwd(cur, GF(m, w->mlp_norm), m->dy, b->s_mlp, b->rstd_mlp, PF(m, w->mlp_norm), next, N, d->h);
         tmp = next; next = cur; cur = tmp;
-        gdn_mixer_bwd(m, l, B, T, next);
+        if (d->is_attn[l]) attn_mixer_bwd(m, l, B, T, next);
+        else gdn_mixer_bwd(m, l, B, T, next);
         be->rmsnorm_bwd(cur, GF(m, w->attn_norm), m->dy, b->s_attn, b->rstd_attn, PF(m, w->attn_norm), next, N, d->h);
         tmp = next; next = cur; cur = tmp;
     }

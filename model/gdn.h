@@ -26,6 +26,10 @@ typedef struct {
     void *s_mlp, *y_mlp;     // residual stream into the mlp norm and its normed output [N,h]
     float *rstd_mlp;         // [N]
     void *GU, *Hh;           // [N, 2F] gate|up, [N, F] silu(gate)*up
+    // attention blocks of a hybrid (P then holds the raw [q|k|v] projection [N, Dq+2Dkv])
+    void *aQ, *aK, *aV;      // RoPE'd q [N, Dq], k and v [N, Dkv] (training layout; decoding uses the KV cache)
+    void *aO;                // attention output [N, Dq]
+    float *lse;              // [B, Ha, T] softmax logsumexp, for the backward
 } BlockActs;
 
 typedef struct Model {
@@ -48,6 +52,7 @@ typedef struct Model {
     // backward scratch
     void *dy, *ds0, *ds1, *dP, *dC, *dQK, *do_, *don, *dGU, *dH;
     float *dbeta, *dgamma;
+    void *daQ, *daK, *daV, *daO; // attention blocks: [N, Dq], [N, Dkv] x 2, [N, Dq]
     float *scalars;         // [64] backend scalars: loss slots, grad norm
     float *logits_buf;      // [64, V] fp32 for model_logits / model_score_rows, allocated on first use
     int32_t *score_idx;     // [2*64] targets | argmax for model_score_rows
@@ -58,12 +63,16 @@ typedef struct Model {
     Backend ops;            // the backend's table; be points here (delta_rule may be swapped for the recurrent form)
 } Model;
 
-// Recurrent inference state of B sequences: per block the conv windows (last K-1 pre-conv inputs of the
-// q|k|v channels) and each v head's delta-rule state. Constant size, whatever the length decoded.
+// Recurrent inference state of B sequences: per GDN block the conv windows (last K-1 pre-conv inputs of the
+// q|k|v channels) and each v head's delta-rule state, constant size whatever the length decoded; per
+// attention block of a hybrid a KV cache of RoPE'd keys and values, which grows with the tokens seen.
 typedef struct {
     int B;
-    float **conv;  // [L] -> [B, 2Kd+Vd, K-1] (backend memory)
+    float **conv;  // [L] -> [B, 2Kd+Vd, K-1] (backend memory; NULL for attention blocks)
     float **S;     // [L] -> [B, HV, dk, dv]
+    void **kc, **vc; // [L] -> [B, cap, Dkv] act (NULL for GDN blocks, and until the first token)
+    int cap, len;    // cache rows per sequence; tokens seen (host copy)
+    int32_t *pos;    // [1] backend memory: tokens seen, read and advanced by the recorded decode graph
     // decode step (model_decode_step): device token ids [B] (the next input; the step overwrites them with
     // its argmax), logits [B, V] fp32, and the step recorded as a graph where the backend has graphs
     int32_t *tok;
