@@ -270,6 +270,7 @@ static void fill_table(Backend *b, int use_bf16) {
     cu_register_delta_rule_bwd(b, use_bf16);
     cu_register_lmhead(b, use_bf16);
     cu_register_adamw(b, use_bf16);
+    cu_register_attention(b, use_bf16);
 }
 
 // Test hook (tests/gpu/test_cuda_ops.c --bench; not part of model/backend.h): runs fn(ctx) reps times
