@@ -2,14 +2,15 @@
 // cores, for both act dtypes: the RoPE'd q|k|v split (fwd/bwd), causal GQA attention with a window
 // (fwd/bwd) and the KV-cache position counter. Twins of cpu/attention.c.
 //
-// Attention: one warp per query row (b, head j, token t); lane l holds head elements l, l+32, .. (d <= 128),
+// Attention (fp32 mode, decode steps, other head dims; bf16 prefill/training use attention_fwd.cu's
+// FlashAttention kernel): one warp per query row (b, head j, token t); lane l holds head elements l, l+32, .. (d <= 128),
 // keys visited in order with the online softmax (fp32 m, l, o). Decoding reads the cache length from
 // device memory (pos), so a recorded graph replays correctly as the cache grows.
 // Backward, deterministic with no atomics (FLA parallel_attn's split, spec §4.3): the dQ kernel (one warp
 // per query row, also writes D = rowsum(dO * O)), then the dK/dV kernel (one warp per key row and KV head,
 // visiting the group's query heads and the rows that see the key in order).
 // bf16 mode: inputs bf16, all arithmetic fp32, outputs rounded once; RoPE tables rounded to bf16 as FLA's.
-#include "cuda/common.cuh"
+#include "cuda/attention.cuh"
 
 namespace {
 enum { AT_WARPS = 4, AT_MAX_D = 128 };
@@ -82,15 +83,6 @@ template <typename T, int R> __device__ __forceinline__ void load_row(float (&x)
     for (int r = 0; r < R; r++) x[r] = l + 32 * r < d ? to_f(p[l + 32 * r]) : 0.0f;
 }
 
-struct AttnArgs {
-    const void *Q, *K, *V, *O, *dO;
-    const float *lse;
-    void *Oout, *dQ, *dK, *dV;
-    float *lse_out, *D;
-    const int32_t *pos;
-    int kvs, B, T, Ha, Hkv, d, window;
-    float scale;
-};
 
 // grid (ceil(T / 4), Ha, B), 4 warps: warp = query row.
 template <typename T, int R> __global__ void attn_fwd_kernel(AttnArgs a) {
@@ -235,6 +227,12 @@ static void cu_attn_fwd(void *O, float *lse, const void *Q, const void *K, const
     AttnArgs a = {};
     a.Q = Q, a.K = K, a.V = V, a.Oout = O, a.lse_out = lse, a.pos = pos;
     a.kvs = kvs, a.B = B, a.T = T_, a.Ha = Ha, a.Hkv = Hkv, a.d = d, a.window = window, a.scale = scale;
+    // tensor cores for bf16 prefill/training; decode steps (a few rows) and fp32 take the warp-per-row kernel
+    static const char *force = getenv("GDN_CUDA_ATTN"); // "simple": always the CUDA-core kernels (comparisons)
+    if (sizeof(T) == sizeof(bf16) && attn_fa_supported(d) && T_ > 16 && !(force && !strcmp(force, "simple"))) {
+        attn_fa_fwd(a);
+        return;
+    }
     cu_launch("attn_fwd", pick<T>(d).fwd, dim3(cu_blocks(T_, AT_WARPS), Ha, B), dim3(32 * AT_WARPS), 0, a);
 }
 
