@@ -2,8 +2,8 @@
 // cores, for both act dtypes: the RoPE'd q|k|v split (fwd/bwd), causal GQA attention with a window
 // (fwd/bwd) and the KV-cache position counter. Twins of cpu/attention.c.
 //
-// Attention (fp32 mode, decode steps, other head dims; bf16 prefill/training use attention_fwd.cu's
-// FlashAttention kernel): one warp per query row (b, head j, token t); lane l holds head elements l, l+32, .. (d <= 128),
+// Attention (fp32 mode, decode steps, other head dims; bf16 prefill/training use the FlashAttention
+// kernels of attention_fwd.cu (d 64, 128) and attention_bwd.cu (d 64)): one warp per query row (b, head j, token t); lane l holds head elements l, l+32, .. (d <= 128),
 // keys visited in order with the online softmax (fp32 m, l, o). Decoding reads the cache length from
 // device memory (pos), so a recorded graph replays correctly as the cache grows.
 // Backward, deterministic with no atomics (FLA parallel_attn's split, spec §4.3): the dQ kernel (one warp
@@ -247,6 +247,12 @@ static void cu_attn_bwd(void *dQ, void *dK, void *dV, const void *dO, const void
     a.Q = Q, a.K = K, a.V = V, a.O = O, a.dO = dO, a.lse = lse, a.dQ = dQ, a.dK = dK, a.dV = dV;
     a.kvs = T_, a.B = B, a.T = T_, a.Ha = Ha, a.Hkv = Hkv, a.d = d, a.window = window, a.scale = scale;
     a.D = (float *)cu_scratch((size_t)B * Ha * T_ * sizeof(float), "attn_bwd");
+    static const char *force = getenv("GDN_CUDA_ATTN");
+    if (sizeof(T) == sizeof(bf16) && attn_fa_bwd_supported(d) && !(force && !strcmp(force, "simple"))) {
+        attn_fa_bwd(a);
+        cu_scratch_free(a.D);
+        return;
+    }
     AttnKernels<T> k = pick<T>(d);
     cu_launch("attn_bwd dq", k.dq, dim3(cu_blocks(T_, AT_WARPS), Ha, B), dim3(32 * AT_WARPS), 0, a);
     cu_launch("attn_bwd dkv", k.dkv, dim3(cu_blocks(T_, AT_WARPS), Hkv, B), dim3(32 * AT_WARPS), 0, a);

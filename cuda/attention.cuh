@@ -17,3 +17,6 @@ struct AttnArgs {
 // FlashAttention-2 forward on bf16 tensor cores (attention_fwd.cu): d = 64 or 128, any T, pos, window, GQA.
 bool attn_fa_supported(int d);
 void attn_fa_fwd(const AttnArgs &a);
+// FlashAttention-2 backward on bf16 tensor cores (attention_bwd.cu): d = 64; a.D is scratch [B, Ha, T].
+bool attn_fa_bwd_supported(int d);
+void attn_fa_bwd(const AttnArgs &a);

@@ -45,7 +45,9 @@ int main(int argc, char **argv) {
     const int Ts[2] = {2048, 8192}, ds[2] = {64, 128};
     for (int ti = 0; ti < 2; ti++)
         for (int di = 0; di < 2; di++) {
-            Ctx c = {be};
+            Ctx c;
+            memset(&c, 0, sizeof c);
+            c.be = be;
             c.T = Ts[ti], c.d = ds[di], c.B = 16384 / c.T, c.Ha = 2048 / c.d, c.Hkv = c.Ha / G;
             size_t N = (size_t)c.B * c.T, nq = N * c.Ha * c.d, nk = N * c.Hkv * c.d;
             float *h = xmalloc(nq * sizeof(float));

@@ -60,6 +60,8 @@ static const Tol F32_ROPE = {2e-5f, "fp32 RoPE: the device's powf/cosf/sinf vs g
                                     "~300 rad"};
 static const Tol B16_ROPE = {1e-2f, "bf16 cos/sin tables (as FLA caches them) vs the CPU's fp32 ones, <= 2^-9 each, "
                                     "plus one bf16 rounding of the output"};
+static const Tol B16_FLASH = {1e-2f, "FlashAttention-2's bf16 roundings of P (for P V, P^T dO) and dS (for dQ, dK), "
+                                     "<= 2^-9 each, plus one bf16 rounding of the output"};
 static const Tol B16_CE = {1e-2f, "bf16 logits (as FLA's lm_head gives) and bf16 dlogits feed the GEMMs"};
 
 // ===================================================================================================
@@ -842,7 +844,7 @@ static void cases_attention(Rng *g, AttnShape s) {
     fill_normal(add_in(c, "K", K_ACT, (size_t)s.B * kvs, Dkv, 0), g, 0, 1);
     fill_normal(add_in(c, "V", K_ACT, (size_t)s.B * kvs, Dkv, 0), g, 0, 1);
     add_in(c, "pos", K_I32, 1, 1, 0)->init_i[0] = s.pos;
-    add_t(c, "O", K_ACT, R_OUT, N, Dq, 0, F32_ORDER, B16_STORE);
+    add_t(c, "O", K_ACT, R_OUT, N, Dq, 0, F32_ORDER, B16_FLASH);
     Tensor *lse = add_t(c, "lse", K_F32, R_OUT, (size_t)s.B * s.Ha, s.T, 0, F32_ORDER, B16_FP32);
     if (s.pos) lse->is_null = 1; // inference calls keep no statistics
 
@@ -873,9 +875,9 @@ static void cases_attention(Rng *g, AttnShape s) {
     Tensor *L = add_in(c, "lse", K_F32, (size_t)s.B * s.Ha, s.T, 0);
     backend_cpu()->attn_fwd(O->init, L->init, Q->init, K->init, V->init, s.T, NULL, s.B, s.T, s.Ha, s.Hkv, s.d,
                             s.window, c->f[0]);
-    add_t(c, "dQ", K_ACT, R_OUT, N, Dq, 0, F32_ORDER, B16_STORE);
-    add_t(c, "dK", K_ACT, R_OUT, N, Dkv, 0, F32_ORDER, B16_STORE);
-    add_t(c, "dV", K_ACT, R_OUT, N, Dkv, 0, F32_ORDER, B16_STORE);
+    add_t(c, "dQ", K_ACT, R_OUT, N, Dq, 0, F32_ORDER, B16_FLASH);
+    add_t(c, "dK", K_ACT, R_OUT, N, Dkv, 0, F32_ORDER, B16_FLASH);
+    add_t(c, "dV", K_ACT, R_OUT, N, Dkv, 0, F32_ORDER, B16_FLASH);
 }
 
 static void cases_lmhead(Rng *g, int N, int h, int V, int with_grad, int chunk_rows, int big) {
