@@ -4,12 +4,13 @@
 #include <string.h>
 
 #include "util/common.h"
+#include "util/version.h"
 
 typedef int (*CmdFn)(int argc, char **argv);
 // Weak so that the binary links while a subsystem is absent; a missing command says so.
 #define CMD(name) __attribute__((weak)) int name(int argc, char **argv);
 CMD(cmd_prepare) CMD(cmd_tokenize) CMD(cmd_dataset) CMD(cmd_train) CMD(cmd_score) CMD(cmd_convert)
-CMD(cmd_verify) CMD(cmd_generate) CMD(cmd_eval) CMD(cmd_bench) CMD(cmd_params) CMD(cmd_logits)
+CMD(cmd_verify) CMD(cmd_generate) CMD(cmd_eval) CMD(cmd_bench) CMD(cmd_params) CMD(cmd_logits) CMD(cmd_report)
 #undef CMD
 
 static const struct { const char *name, *help; } commands[] = {
@@ -25,6 +26,7 @@ static const struct { const char *name, *help; } commands[] = {
     {"bench", "time the training step / kernels"},
     {"params", "print the tensor table and parameter count of a config"},
     {"logits", "raw logits of a token sequence (parity checks)"},
+    {"report", "compare runs with a reference: table, plots, HTML page"},
 };
 
 static CmdFn lookup(const char *name) {
@@ -40,11 +42,12 @@ static CmdFn lookup(const char *name) {
     if (!strcmp(name, "bench")) return cmd_bench;
     if (!strcmp(name, "params")) return cmd_params;
     if (!strcmp(name, "logits")) return cmd_logits;
+    if (!strcmp(name, "report")) return cmd_report;
     return NULL;
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: gdn <command> [options]   (gdn <command> --help for each)\n\ncommands:\n");
+    fprintf(f, "usage: gdn <command> [options]   (gdn <command> --help for each; gdn --version)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-9s %s%s\n", commands[i].name, commands[i].help,
                 lookup(commands[i].name) ? "" : "  [not built]");
@@ -54,6 +57,10 @@ int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("gdn %s\n", gdn_version);
+        return 0;
     }
     int known = 0;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) known |= !strcmp(commands[i].name, argv[1]);

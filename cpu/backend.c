@@ -1,11 +1,15 @@
 // backend.c: the CPU backend's op table (fp32 activations, host memory) and its memory functions.
 // The ops live in the other cpu/*.c files, one concern each; see cpu/cpu_ops.h.
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu/cpu_ops.h"
 #include "model/backend.h"
+
+static size_t cpu_bytes_in_use; // what cpu_alloc handed out and cpu_free did not take back (atomic)
 
 void *cpu_alloc(size_t bytes) {
     // aligned_alloc wants a size that is a multiple of the alignment.
@@ -17,10 +21,24 @@ void *cpu_alloc(size_t bytes) {
             "try a smaller micro_batch_size or seq_length",
             bytes, (double)bytes / (1024.0 * 1024.0 * 1024.0));
     memset(p, 0, rounded);
+    __atomic_add_fetch(&cpu_bytes_in_use, malloc_usable_size(p), __ATOMIC_RELAXED);
     return p;
 }
 
-void cpu_free(void *p) { free(p); }
+void cpu_free(void *p) {
+    if (!p) return;
+    __atomic_sub_fetch(&cpu_bytes_in_use, malloc_usable_size(p), __ATOMIC_RELAXED);
+    free(p);
+}
+static size_t cpu_mem_used(void) { return __atomic_load_n(&cpu_bytes_in_use, __ATOMIC_RELAXED); }
+
+static double cpu_time_ms(void (*fn)(void *), void *ctx, int reps) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < reps; i++) fn(ctx);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return reps > 0 ? ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6) / reps : 0.0;
+}
 
 static void cpu_memcpy(void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
@@ -40,6 +58,7 @@ static void cpu_from_act(float *dst, const void *src, size_t n) {
 static const Backend cpu_backend = {
     .name = "cpu",
     .act_bytes = 4,
+    .eval_batch = 4, // a few sequences per scoring forward keep the cores busy with a small activation set
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memcpy_h2d = cpu_memcpy,
@@ -47,6 +66,8 @@ static const Backend cpu_backend = {
     .memcpy_d2d = cpu_memcpy,
     .memset0 = cpu_memset0,
     .sync = cpu_sync,
+    .mem_used = cpu_mem_used,
+    .time_ms = cpu_time_ms,
     .to_act = cpu_to_act,
     .from_act = cpu_from_act,
     .embedding_fwd = cpu_embedding_fwd,
@@ -81,3 +102,13 @@ static const Backend cpu_backend = {
 };
 
 const Backend *backend_cpu(void) { return &cpu_backend; }
+
+const Backend *backend_cpu_recurrent(void) {
+    static Backend t; // filled on first use (at startup, single-threaded)
+    if (!t.name) {
+        t = cpu_backend;
+        t.delta_rule_fwd = cpu_delta_rule_recurrent_fwd;
+        t.delta_rule_bwd = cpu_delta_rule_recurrent_bwd;
+    }
+    return &t;
+}

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/backend.h"
 #include "util/common.h"
 
 #ifdef __cplusplus
@@ -26,7 +27,6 @@ extern "C" {
         if (!(cond)) die("cpu backend, " op ": " __VA_ARGS__);                                             \
     } while (0)
 
-#define CPU_DELTA_CHUNK 64 // chunk length of the chunked delta rule (FLA's C = 64)
 
 // ---- memory (cpu/backend.c)
 void *cpu_alloc(size_t bytes); // zero-filled, 64-byte aligned
@@ -81,25 +81,15 @@ void cpu_gate_bwd(void *db, void *da, int ld, float *dA_log, float *ddt_bias, co
 // ---- gated delta rule, chunked WY form, chunk 64 (cpu/delta_rule_chunk.c): the table's entries.
 // h_save (NULL allowed in both) holds the chunk-start states [B, HV, NT, dk, dv]; the backward
 // recomputes them when it is NULL.
-void cpu_delta_rule_fwd(void *o, int ldo, void *h_save, float *state, const void *q, const void *k, int ldqk,
-                        const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H, int HV,
-                        int dk, int dv, float scale);
-void cpu_delta_rule_bwd(void *dQ, void *dK, int lddqk, void *dV, int lddv, float *dbeta, float *dgamma,
-                        const void *do_, int lddo, const void *h_save, const void *q, const void *k, int ldqk,
-                        const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H, int HV,
-                        int dk, int dv, float scale);
+void cpu_delta_rule_fwd(const DeltaRuleArgs *a, void *o, int ldo, float *state);
+void cpu_delta_rule_bwd(const DeltaRuleArgs *a, const void *do_, int lddo, const DeltaRuleGrads *g);
 
 // ---- gated delta rule, token-by-token recurrence of spec model.md §2.4 (cpu/delta_rule_recurrent.c).
 // Same signatures and results as the chunked pair (to fp32 rounding). The forward fills h_save when it
 // is given (the same chunk-start states, so either backward can follow either forward); the backward
 // uses h_save as checkpoints when given and recomputes them otherwise.
-void cpu_delta_rule_recurrent_fwd(void *o, int ldo, void *h_save, float *state, const void *q, const void *k,
-                                  int ldqk, const void *v, int ldv, const float *beta, const float *gamma, int B,
-                                  int T, int H, int HV, int dk, int dv, float scale);
-void cpu_delta_rule_recurrent_bwd(void *dQ, void *dK, int lddqk, void *dV, int lddv, float *dbeta, float *dgamma,
-                                  const void *do_, int lddo, const void *h_save, const void *q, const void *k,
-                                  int ldqk, const void *v, int ldv, const float *beta, const float *gamma, int B,
-                                  int T, int H, int HV, int dk, int dv, float scale);
+void cpu_delta_rule_recurrent_fwd(const DeltaRuleArgs *a, void *o, int ldo, float *state);
+void cpu_delta_rule_recurrent_bwd(const DeltaRuleArgs *a, const void *do_, int lddo, const DeltaRuleGrads *g);
 
 // Shared by both delta-rule forms (cpu/delta_rule_recurrent.c): shape checks, and the dq/dk group sums.
 void cpu_delta_check_dims(const char *op, int B, int T, int H, int HV, int dk, int dv);

@@ -21,7 +21,7 @@
 
 #include "cpu/cpu_ops.h"
 
-enum { C = CPU_DELTA_CHUNK };
+enum { C = GDN_CHUNK };
 
 // ---- small dense helpers (row-major, single thread; the caller is already parallel)
 
@@ -167,9 +167,12 @@ static void chunk_scores(Work *w, int Lc, float scale) {
         for (int c = 0; c < Lc; c++) w->Sm[r * C + c] = w->QK[r * C + c] * (scale * w->Gam[r * C + c]);
 }
 
-void cpu_delta_rule_fwd(void *o_, int ldo, void *h_save_, float *state, const void *q_, const void *k_, int ldqk,
-                        const void *v_, int ldv, const float *beta, const float *gamma, int B, int T, int H, int HV,
-                        int dk, int dv, float scale) {
+void cpu_delta_rule_fwd(const DeltaRuleArgs *a, void *o_, int ldo, float *state) {
+    const void *q_ = a->q, *k_ = a->k, *v_ = a->v;
+    void *h_save_ = a->h_save;
+    const float *beta = a->beta, *gamma = a->gamma;
+    int ldqk = a->ldqk, ldv = a->ldv, B = a->B, T = a->T, H = a->H, HV = a->HV, dk = a->dk, dv = a->dv;
+    float scale = a->scale;
     CPU_REQUIRE(o_ && q_ && k_ && v_ && beta && gamma, "delta_rule_fwd", "NULL pointer (o, q, k, v, beta, gamma)");
     cpu_delta_check_dims("delta_rule_fwd", B, T, H, HV, dk, dv);
     float *o = o_, *h_save = h_save_;
@@ -342,10 +345,14 @@ static void chunk_backward(Work *w, int Lc, const float *dO, int lddo, size_t n0
     for (int r = Lc - 2; r >= 0; r--) w->dG[r] += w->dG[r + 1];
 }
 
-void cpu_delta_rule_bwd(void *dq_, void *dk_, int lddqk, void *dv_, int lddv, float *dbeta, float *dgamma,
-                        const void *do__, int lddo, const void *h_save_, const void *q_, const void *k_, int ldqk,
-                        const void *v_, int ldv, const float *beta, const float *gamma, int B, int T, int H, int HV,
-                        int dk, int dv, float scale) {
+void cpu_delta_rule_bwd(const DeltaRuleArgs *a, const void *do__, int lddo, const DeltaRuleGrads *g) {
+    void *dq_ = g->dq, *dk_ = g->dk, *dv_ = g->dv;
+    float *dbeta = g->dbeta, *dgamma = g->dgamma;
+    int lddqk = g->lddqk, lddv = g->lddv;
+    const void *q_ = a->q, *k_ = a->k, *v_ = a->v, *h_save_ = a->h_save;
+    const float *beta = a->beta, *gamma = a->gamma;
+    int ldqk = a->ldqk, ldv = a->ldv, B = a->B, T = a->T, H = a->H, HV = a->HV, dk = a->dk, dv = a->dv;
+    float scale = a->scale;
     CPU_REQUIRE(dq_ && dk_ && dv_ && dbeta && dgamma && do__ && q_ && k_ && v_ && beta && gamma, "delta_rule_bwd",
                 "NULL pointer (dq, dk, dv, dbeta, dgamma, do, q, k, v, beta, gamma)");
     cpu_delta_check_dims("delta_rule_bwd", B, T, H, HV, dk, dv);

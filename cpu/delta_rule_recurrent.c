@@ -11,7 +11,7 @@
 
 #include "cpu/cpu_ops.h"
 
-enum { SEG = CPU_DELTA_CHUNK }; // checkpoint spacing = the chunk size, so h_save doubles as the checkpoints
+enum { SEG = GDN_CHUNK }; // checkpoint spacing = the chunk size, so h_save doubles as the checkpoints
 
 // Shape rules shared by both delta-rule forms.
 void cpu_delta_check_dims(const char *op, int B, int T, int H, int HV, int dk, int dv) {
@@ -41,9 +41,12 @@ static void recurrent_step(float *S, float *o, const float *q, const float *k, c
     }
 }
 
-void cpu_delta_rule_recurrent_fwd(void *o_, int ldo, void *h_save_, float *state, const void *q_, const void *k_,
-                                  int ldqk, const void *v_, int ldv, const float *beta, const float *gamma, int B,
-                                  int T, int H, int HV, int dk, int dv, float scale) {
+void cpu_delta_rule_recurrent_fwd(const DeltaRuleArgs *a, void *o_, int ldo, float *state) {
+    const void *q_ = a->q, *k_ = a->k, *v_ = a->v;
+    void *h_save_ = a->h_save;
+    const float *beta = a->beta, *gamma = a->gamma;
+    int ldqk = a->ldqk, ldv = a->ldv, B = a->B, T = a->T, H = a->H, HV = a->HV, dk = a->dk, dv = a->dv;
+    float scale = a->scale;
     CPU_REQUIRE(o_ && q_ && k_ && v_ && beta && gamma, "delta_rule_recurrent_fwd",
                 "NULL pointer (o, q, k, v, beta, gamma)");
     cpu_delta_check_dims("delta_rule_recurrent_fwd", B, T, H, HV, dk, dv);
@@ -128,10 +131,14 @@ static void recurrent_step_bwd(float *dS, float *dq, float *dk_, float *dv_, flo
     *dgamma = (float)dg;
 }
 
-void cpu_delta_rule_recurrent_bwd(void *dq_, void *dk_, int lddqk, void *dv_, int lddv, float *dbeta, float *dgamma,
-                                  const void *do__, int lddo, const void *h_save_, const void *q_, const void *k_,
-                                  int ldqk, const void *v_, int ldv, const float *beta, const float *gamma, int B,
-                                  int T, int H, int HV, int dk, int dv, float scale) {
+void cpu_delta_rule_recurrent_bwd(const DeltaRuleArgs *a, const void *do__, int lddo, const DeltaRuleGrads *g) {
+    void *dq_ = g->dq, *dk_ = g->dk, *dv_ = g->dv;
+    float *dbeta = g->dbeta, *dgamma = g->dgamma;
+    int lddqk = g->lddqk, lddv = g->lddv;
+    const void *q_ = a->q, *k_ = a->k, *v_ = a->v, *h_save_ = a->h_save;
+    const float *beta = a->beta, *gamma = a->gamma;
+    int ldqk = a->ldqk, ldv = a->ldv, B = a->B, T = a->T, H = a->H, HV = a->HV, dk = a->dk, dv = a->dv;
+    float scale = a->scale;
     CPU_REQUIRE(dq_ && dk_ && dv_ && dbeta && dgamma && do__ && q_ && k_ && v_ && beta && gamma,
                 "delta_rule_recurrent_bwd", "NULL pointer (dq, dk, dv, dbeta, dgamma, do, q, k, v, beta, gamma)");
     cpu_delta_check_dims("delta_rule_recurrent_bwd", B, T, H, HV, dk, dv);

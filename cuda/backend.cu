@@ -243,39 +243,8 @@ static int cu_init(char *err, size_t errlen) {
     return 0;
 }
 
-static Backend g_tables[2];
-
-static void fill_table(Backend *b, int use_bf16) {
-    b->name = "cuda";
-    b->act_bytes = use_bf16 ? 2 : 4;
-    b->alloc = cu_alloc;
-    b->free = cu_free;
-    b->memcpy_h2d = cu_memcpy_h2d;
-    b->memcpy_d2h = cu_memcpy_d2h;
-    b->memcpy_d2d = cu_memcpy_d2d;
-    b->memset0 = cu_memset0;
-    b->sync = cu_sync;
-    b->capture_begin = cu_capture_begin;
-    b->capture_end = cu_capture_end;
-    b->graph_launch = cu_graph_launch;
-    b->graph_free = cu_graph_free;
-    b->to_act = use_bf16 ? cu_to_act<bf16> : cu_to_act<float>;
-    b->from_act = use_bf16 ? cu_from_act<bf16> : cu_from_act<float>;
-    cu_register_elementwise(b, use_bf16);
-    cu_register_norms(b, use_bf16);
-    cu_register_matmul(b, use_bf16);
-    cu_register_conv(b, use_bf16);
-    cu_register_gate(b, use_bf16);
-    cu_register_delta_rule_fwd(b, use_bf16);
-    cu_register_delta_rule_bwd(b, use_bf16);
-    cu_register_lmhead(b, use_bf16);
-    cu_register_adamw(b, use_bf16);
-    cu_register_attention(b, use_bf16);
-}
-
-// Test hook (tests/gpu/test_cuda_ops.c --bench; not part of model/backend.h): runs fn(ctx) reps times
-// between two CUDA events on the backend's stream and returns milliseconds per call.
-extern "C" double gdn_cuda_time_ms(void (*fn)(void *), void *ctx, int reps) {
+// time_ms: fn(ctx) reps times between two CUDA events on the backend's stream, milliseconds per call.
+static double cu_time_ms(void (*fn)(void *), void *ctx, int reps) {
 #ifdef GDN_EMU
     for (int i = 0; i < reps; i++) fn(ctx);
     return -1.0;
@@ -296,6 +265,47 @@ extern "C" double gdn_cuda_time_ms(void (*fn)(void *), void *ctx, int reps) {
 #endif
 }
 
+// Device memory in use now (allocations, the stream-ordered pool and the context), for `gdn bench`.
+static size_t cu_mem_used(void) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+    return total_b - free_b;
+}
+
+static Backend g_tables[2];
+
+static void fill_table(Backend *b, int use_bf16) {
+    b->name = "cuda";
+    b->act_bytes = use_bf16 ? 2 : 4;
+    b->eval_batch = 1 << 30; // a scoring call's sequences in one forward: the GPU wants the rows
+    b->alloc = cu_alloc;
+    b->free = cu_free;
+    b->memcpy_h2d = cu_memcpy_h2d;
+    b->memcpy_d2h = cu_memcpy_d2h;
+    b->memcpy_d2d = cu_memcpy_d2d;
+    b->memset0 = cu_memset0;
+    b->sync = cu_sync;
+    b->mem_used = cu_mem_used;
+    b->time_ms = cu_time_ms;
+    b->capture_begin = cu_capture_begin;
+    b->capture_end = cu_capture_end;
+    b->graph_launch = cu_graph_launch;
+    b->graph_free = cu_graph_free;
+    b->to_act = use_bf16 ? cu_to_act<bf16> : cu_to_act<float>;
+    b->from_act = use_bf16 ? cu_from_act<bf16> : cu_from_act<float>;
+    cu_register_elementwise(b, use_bf16);
+    cu_register_norms(b, use_bf16);
+    cu_register_matmul(b, use_bf16);
+    cu_register_conv(b, use_bf16);
+    cu_register_gate(b, use_bf16);
+    cu_register_delta_rule_fwd(b, use_bf16);
+    cu_register_delta_rule_bwd(b, use_bf16);
+    cu_register_lmhead(b, use_bf16);
+    cu_register_adamw(b, use_bf16);
+    cu_register_attention(b, use_bf16);
+    cu_register_collectives(b);
+}
+
 extern "C" const Backend *backend_cuda(int precision_bf16, char *err, size_t errlen) {
     if (cu_init(err, errlen)) return NULL;
     Backend *b = &g_tables[precision_bf16 ? 1 : 0];
@@ -309,11 +319,4 @@ extern "C" const Backend *backend_cuda(int precision_bf16, char *err, size_t err
             return NULL;
         }
     return b;
-}
-
-// Device memory in use now (allocations, the stream-ordered pool and the context), for `gdn bench`.
-extern "C" size_t cuda_used_bytes(void) {
-    size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
-    return total_b - free_b;
 }

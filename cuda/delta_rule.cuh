@@ -18,7 +18,7 @@
 #pragma once
 #include "cuda/common.cuh"
 
-enum { DR_C = 64, DR_THREADS = 256 };
+enum { DR_C = GDN_CHUNK, DR_THREADS = 256 };
 
 struct DrArgs {
     int B, T, H, HV, G, dk, dv, NT; // G = HV / H (v heads per q/k head)

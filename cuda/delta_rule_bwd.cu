@@ -571,10 +571,14 @@ template <typename T, int DKP, int BV> static void run_dh(const DrArgs &a) {
 }
 
 template <typename T>
-static void cu_delta_rule_bwd(void *dq, void *dk, int lddqk, void *dv, int lddv, float *dbeta, float *dgamma,
-                              const void *do_, int lddo, const void *h_save, const void *q, const void *k, int ldqk,
-                              const void *v, int ldv, const float *beta, const float *gamma, int B, int T_, int H,
-                              int HV, int dk_, int dv_, float scale) {
+static void cu_delta_rule_bwd(const DeltaRuleArgs *in, const void *do_, int lddo, const DeltaRuleGrads *g) {
+    void *dq = g->dq, *dk = g->dk, *dv = g->dv;
+    float *dbeta = g->dbeta, *dgamma = g->dgamma;
+    int lddqk = g->lddqk, lddv = g->lddv;
+    const void *q = in->q, *k = in->k, *v = in->v, *h_save = in->h_save;
+    const float *beta = in->beta, *gamma = in->gamma;
+    int ldqk = in->ldqk, ldv = in->ldv, B = in->B, T_ = in->T, H = in->H, HV = in->HV, dk_ = in->dk, dv_ = in->dv;
+    float scale = in->scale;
     CU_REQUIRE(dq && dk && dv && dbeta && dgamma && do_ && q && k && v && beta && gamma, "delta_rule_bwd",
                "NULL pointer (dq, dk, dv, dbeta, dgamma, do, q, k, v, beta, gamma)");
     dr_check_dims("delta_rule_bwd", B, T_, H, HV, dk_, dv_);

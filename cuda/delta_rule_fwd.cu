@@ -317,9 +317,12 @@ void dr_check_dims(const char *op, int B, int T, int H, int HV, int dk, int dv) 
 }
 
 template <typename T>
-static void cu_delta_rule_fwd(void *o, int ldo, void *h_save, float *state, const void *q, const void *k, int ldqk,
-                              const void *v, int ldv, const float *beta, const float *gamma, int B, int T_, int H,
-                              int HV, int dk, int dv, float scale) {
+static void cu_delta_rule_fwd(const DeltaRuleArgs *in, void *o, int ldo, float *state) {
+    const void *q = in->q, *k = in->k, *v = in->v;
+    void *h_save = in->h_save;
+    const float *beta = in->beta, *gamma = in->gamma;
+    int ldqk = in->ldqk, ldv = in->ldv, B = in->B, T_ = in->T, H = in->H, HV = in->HV, dk = in->dk, dv = in->dv;
+    float scale = in->scale;
     CU_REQUIRE(o && q && k && v && beta && gamma, "delta_rule_fwd", "NULL pointer (o, q, k, v, beta, gamma)");
     dr_check_dims("delta_rule_fwd", B, T_, H, HV, dk, dv);
     CU_REQUIRE(ldqk >= H * dk && ldv >= HV * dv && ldo >= HV * dv, "delta_rule_fwd",

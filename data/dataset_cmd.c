@@ -10,8 +10,12 @@
 #include "data/tokenizer.h"
 #include "util/common.h"
 
+int cmd_dataset_blend(int argc, char **argv); // blend_cmd.c
+
 static const char *USAGE =
     "usage: gdn dataset info PREFIX\n"
+    "       gdn dataset info --config FILE.yaml [--key value ...]   a run's blend and train/valid/test split\n"
+    "       gdn dataset samples --config FILE.yaml [--key value ...] --set train|valid|test [--first A] [--count N]\n"
     "       gdn dataset show PREFIX --index I [--count K] [--tokenizer PATH]\n"
     "                        [--order megatron|fla [--seq-length L] [--seed S] [--num-samples N]]\n"
     "       gdn dataset show PREFIX --order megatron|fla --step T --micro-batch-size M --world W\n"
@@ -283,6 +287,9 @@ int cmd_dataset(int argc, char **argv) {
         return 0;
     }
     const char *sub = argv[1];
+    // a run's blend and split (data/blend_cmd.c): info with --config or config keys, and samples
+    if ((!strcmp(sub, "info") && argc > 2 && !strncmp(argv[2], "--", 2)) || !strcmp(sub, "samples"))
+        return cmd_dataset_blend(argc - 1, argv + 1);
     if (!strcmp(sub, "info")) return cmd_info(argc - 2, argv + 2);
     if (!strcmp(sub, "show")) return cmd_show(argc - 2, argv + 2);
     die("dataset: unknown subcommand '%s' (expected info or show; see gdn dataset --help)", sub);

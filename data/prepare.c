@@ -36,6 +36,7 @@
 #include "data/textin.h"
 #include "data/tokenizer.h"
 #include "util/common.h"
+#include "util/stale_tmp.h"
 
 #define UNIT_BYTES ((size_t)1 << 20) // documents layout: text handed to a worker at a time
 #define UNIT_RECS 8192
@@ -980,6 +981,9 @@ int cmd_prepare(int argc, char **argv) {
     }
     dir_of(P->o.prefix, dir, sizeof dir);
     if (mkdir_p(dir)) fail(P, "cannot create output directory %s: %s", dir, strerror(errno));
+    // temp files of prepares that were killed (SIGKILL skips on_signal's cleanup)
+    int stale = remove_stale_tmp(dir) + (P->o.tmp_dir ? remove_stale_tmp(P->o.tmp_dir) : 0);
+    if (stale && !P->o.quiet) fprintf(stderr, "prepare: removed %d temp file%s of interrupted runs\n", stale, stale == 1 ? "" : "s");
 
     P->tok = tok_load(P->o.tokenizer, err, sizeof err);
     if (!P->tok) fail(P, "%s", err);

@@ -1,5 +1,6 @@
 // rng.c: the reference loaders' random streams, bit for bit (spec data.md §3.1, §3.2, §4.2.5).
-//   MT19937        numpy RandomState(seed) and torch's CPU generator after manual_seed(seed)
+//   MT19937        numpy RandomState(seed) and torch's CPU generator after manual_seed(seed); Python's
+//                  random.Random(c) (init_by_array, random()) for lm-eval's bootstrap
 //   legacy shuffle numpy's random_interval() loop: RandomState.shuffle and Generator.permutation
 //   torch.randperm CPU, both of torch's paths (small n: Fisher-Yates with u32 % k; n >= 2^32/20 in
 //                  torch >= 2.6: inside-out Fisher-Yates with 64-bit draws)
@@ -14,6 +15,31 @@ enum { MT_N = 624, MT_M = 397 };
 void mt_seed(Mt19937 *r, uint32_t seed) {
     r->mt[0] = seed;
     for (int i = 1; i < MT_N; i++) r->mt[i] = 1812433253u * (r->mt[i - 1] ^ (r->mt[i - 1] >> 30)) + (uint32_t)i;
+    r->i = MT_N;
+}
+
+void mt_seed_by_array(Mt19937 *r, const uint32_t *key, int klen) {
+    mt_seed(r, 19650218u);
+    int i = 1, j = 0;
+    for (int k = MT_N > klen ? MT_N : klen; k; k--) {
+        r->mt[i] = (r->mt[i] ^ ((r->mt[i - 1] ^ (r->mt[i - 1] >> 30)) * 1664525u)) + key[j] + (uint32_t)j;
+        i++;
+        j++;
+        if (i >= MT_N) {
+            r->mt[0] = r->mt[MT_N - 1];
+            i = 1;
+        }
+        if (j >= klen) j = 0;
+    }
+    for (int k = MT_N - 1; k; k--) {
+        r->mt[i] = (r->mt[i] ^ ((r->mt[i - 1] ^ (r->mt[i - 1] >> 30)) * 1566083941u)) - (uint32_t)i;
+        i++;
+        if (i >= MT_N) {
+            r->mt[0] = r->mt[MT_N - 1];
+            i = 1;
+        }
+    }
+    r->mt[0] = 0x80000000u;
     r->i = MT_N;
 }
 
@@ -40,6 +66,11 @@ uint32_t mt_u32(Mt19937 *r) {
 static uint64_t mt_u64(Mt19937 *r) {
     uint64_t hi = mt_u32(r);
     return hi << 32 | mt_u32(r);
+}
+
+double mt_random(Mt19937 *r) {
+    uint32_t a = mt_u32(r) >> 5, b = mt_u32(r) >> 6;
+    return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
 }
 
 uint32_t mt_u32_cb(void *r) { return mt_u32((Mt19937 *)r); }

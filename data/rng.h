@@ -11,7 +11,10 @@ extern "C" {
 
 typedef struct { uint32_t mt[624]; int i; } Mt19937;
 void mt_seed(Mt19937 *r, uint32_t seed);
+// init_by_array: Python's random.seed(n) seeds with n's 32-bit words (random.Random(c) for c < 2^32: {c}).
+void mt_seed_by_array(Mt19937 *r, const uint32_t *key, int klen);
 uint32_t mt_u32(Mt19937 *r);
+double mt_random(Mt19937 *r); // Python's random.random(): 53 bits from two outputs, in [0, 1)
 
 typedef struct { unsigned __int128 state, inc; int has32; uint32_t buf; } Pcg64;
 void pcg64_seed_numpy(Pcg64 *r, uint64_t seed); // numpy.random.default_rng(seed)

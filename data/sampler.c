@@ -29,8 +29,12 @@ struct Sampler {
     int64_t *doc_index;     // [num_docs] sequence ids, e epochs shuffled
     int64_t *doc_start;     // [num_docs + 1] token position of each document_index entry in F
     uint64_t num_docs;
+    uint64_t doc_lo, doc_hi; // the split's sequence range [lo, hi) of the .idx (spec train.md §1.5)
     int64_t *shuffle_index; // [S]
     // FLA
+    const IndexedDataset *part[SAMPLER_MAX_PARTS]; // the datasets read as one concatenation (FLA's view of several prefixes)
+    uint64_t part_start[SAMPLER_MAX_PARTS + 1];    // first chunk of each
+    int nparts;
     int64_t *p2;            // [N] logical sample -> chunk
     int64_t *p3;            // [N] randperm of epoch p3_epoch
     uint64_t p3_epoch;
@@ -44,7 +48,8 @@ static void np_shuffle(int64_t *a, uint64_t n, Mt19937 *rs) { legacy_shuffle_i64
 static int megatron_build(Sampler *s, uint64_t num_samples, char *err, size_t errlen) {
     const IndexedDataset *ds = s->ds;
     const uint64_t L = (uint64_t)s->seq_length, E = 1; // E = add_extra_token_to_sequence
-    uint64_t D = ds->num_seqs, T = ds->total_tokens;
+    uint64_t lo = s->doc_lo, D = s->doc_hi - s->doc_lo, T = 0;
+    for (uint64_t d = lo; d < s->doc_hi; d++) T += indexed_seq_len(ds, d);
     if (T == 0) return set_err(err, errlen, "dataset has no tokens (%llu sequences)", (unsigned long long)D);
     if (s->seed > 0xffffffffu)
         return set_err(err, errlen, "Megatron order: seed %llu does not fit numpy RandomState's 32-bit seed",
@@ -75,7 +80,7 @@ static int megatron_build(Sampler *s, uint64_t num_samples, char *err, size_t er
     mt_seed(&rs, (uint32_t)s->seed);
     s->num_docs = epochs * D;
     s->doc_index = xmalloc(s->num_docs * sizeof *s->doc_index);
-    for (uint64_t k = 0; k < s->num_docs; k++) s->doc_index[k] = (int64_t)(k % D);
+    for (uint64_t k = 0; k < s->num_docs; k++) s->doc_index[k] = (int64_t)(lo + k % D);
     if (separate_final_epoch) {
         np_shuffle(s->doc_index, (epochs - 1) * D, &rs);
         np_shuffle(s->doc_index + (epochs - 1) * D, D, &rs);
@@ -103,17 +108,23 @@ static int megatron_build(Sampler *s, uint64_t num_samples, char *err, size_t er
 }
 
 static int fla_build(Sampler *s, char *err, size_t errlen) {
-    const IndexedDataset *ds = s->ds;
-    uint64_t N = ds->num_seqs;
-    if (N == 0) return set_err(err, errlen, "FLA order: dataset has no chunks");
-    for (uint64_t i = 0; i < N; i++) {
-        uint32_t len = indexed_seq_len(ds, i);
-        if (len != (uint32_t)s->seq_length)
-            return set_err(err, errlen,
-                           "FLA order needs every sequence to be one chunk of seq_length %d tokens, but sequence %llu "
-                           "has %u",
-                           s->seq_length, (unsigned long long)i, len);
+    if (s->nparts == 0) s->part[s->nparts++] = s->ds;
+    uint64_t N = 0;
+    for (int p = 0; p < s->nparts; p++) {
+        const IndexedDataset *ds = s->part[p];
+        s->part_start[p] = N;
+        for (uint64_t i = 0; i < ds->num_seqs; i++) {
+            uint32_t len = indexed_seq_len(ds, i);
+            if (len != (uint32_t)s->seq_length)
+                return set_err(err, errlen,
+                               "FLA order needs every sequence to be one chunk of seq_length %d tokens, but sequence %llu "
+                               "%shas %u",
+                               s->seq_length, (unsigned long long)i, s->nparts > 1 ? "of a prefix " : "", len);
+        }
+        N += ds->num_seqs;
     }
+    s->part_start[s->nparts] = N;
+    if (N == 0) return set_err(err, errlen, "FLA order: dataset has no chunks");
     s->p2 = xmalloc(N * sizeof *s->p2);
     hf_shuffle_permutation(s->p2, N, s->seed);
     s->p3 = xmalloc(N * sizeof *s->p3);
@@ -123,6 +134,46 @@ static int fla_build(Sampler *s, char *err, size_t errlen) {
 
 Sampler *sampler_open(const IndexedDataset *ds, SampleOrder order, int seq_length, uint64_t num_samples,
                       uint64_t seed, char *err, size_t errlen) {
+    return sampler_open_docs(ds, order, seq_length, num_samples, seed, 0, ds->num_seqs, err, errlen);
+}
+
+Sampler *sampler_open_fla_concat(const IndexedDataset *const *ds, int n, int seq_length, uint64_t seed, char *err,
+                                 size_t errlen) {
+    if (n < 1 || n > SAMPLER_MAX_PARTS) {
+        set_err(err, errlen, "FLA order: 1 to %d datasets, got %d", SAMPLER_MAX_PARTS, n);
+        return NULL;
+    }
+    if (seq_length < 1) {
+        set_err(err, errlen, "seq_length must be at least 1, got %d", seq_length);
+        return NULL;
+    }
+    Sampler *s = xcalloc(1, sizeof *s);
+    s->ds = ds[0];
+    s->order = ORDER_FLA;
+    s->seq_length = seq_length;
+    s->seed = seed;
+    s->doc_hi = ds[0]->num_seqs;
+    for (int i = 0; i < n; i++) s->part[i] = ds[i];
+    s->nparts = n;
+    pthread_mutex_init(&s->p3_lock, NULL);
+    if (fla_build(s, err, errlen)) {
+        sampler_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+Sampler *sampler_open_docs(const IndexedDataset *ds, SampleOrder order, int seq_length, uint64_t num_samples,
+                           uint64_t seed, uint64_t doc_lo, uint64_t doc_hi, char *err, size_t errlen) {
+    if (doc_lo >= doc_hi || doc_hi > ds->num_seqs) {
+        set_err(err, errlen, "sequence range [%llu, %llu) is empty or outside the %llu sequences", (unsigned long long)doc_lo,
+                (unsigned long long)doc_hi, (unsigned long long)ds->num_seqs);
+        return NULL;
+    }
+    if (order == ORDER_FLA && (doc_lo != 0 || doc_hi != ds->num_seqs)) {
+        set_err(err, errlen, "FLA order reads whole datasets (no split of its chunks)");
+        return NULL;
+    }
     if (seq_length < 1) {
         set_err(err, errlen, "seq_length must be at least 1, got %d", seq_length);
         return NULL;
@@ -136,6 +187,8 @@ Sampler *sampler_open(const IndexedDataset *ds, SampleOrder order, int seq_lengt
     s->order = order;
     s->seq_length = seq_length;
     s->seed = seed;
+    s->doc_lo = doc_lo;
+    s->doc_hi = doc_hi;
     pthread_mutex_init(&s->p3_lock, NULL);
     int rc = order == ORDER_MEGATRON ? megatron_build(s, num_samples, err, errlen) : fla_build(s, err, errlen);
     if (rc != 0) {
@@ -210,7 +263,10 @@ void sampler_get(Sampler *s, uint64_t g, int32_t *inputs, int32_t *labels) {
     uint64_t logical = (uint64_t)fla_epoch_perm(s, epoch)[g % N];
     pthread_mutex_unlock(&s->p3_lock);
     uint64_t chunk = (uint64_t)s->p2[logical];
-    indexed_read_tokens(s->ds, indexed_seq_offset(s->ds, chunk), (uint64_t)L, inputs);
+    int p = 0;
+    while (chunk >= s->part_start[p + 1]) p++;
+    chunk -= s->part_start[p];
+    indexed_read_tokens(s->part[p], indexed_seq_offset(s->part[p], chunk), (uint64_t)L, inputs);
     memcpy(labels, inputs + 1, (size_t)(L - 1) * sizeof *labels);
     labels[L - 1] = -1;
 }

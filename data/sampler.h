@@ -19,6 +19,15 @@ typedef struct Sampler Sampler;
 // from it. NULL + err (e.g. dataset shorter than one sample) on failure.
 Sampler *sampler_open(const IndexedDataset *ds, SampleOrder order, int seq_length, uint64_t num_samples,
                       uint64_t seed, char *err, size_t errlen);
+// The same over sequences [doc_lo, doc_hi) only (a train/valid/test split); num_samples 0 = one epoch
+// (Megatron's num_samples=None). FLA order takes whole datasets only.
+Sampler *sampler_open_docs(const IndexedDataset *ds, SampleOrder order, int seq_length, uint64_t num_samples,
+                           uint64_t seed, uint64_t doc_lo, uint64_t doc_hi, char *err, size_t errlen);
+// FLA order over the concatenation of n datasets (chunk i of the first, then of the next, ...), as FLA reads
+// one dataset saved from several.
+#define SAMPLER_MAX_PARTS 64
+Sampler *sampler_open_fla_concat(const IndexedDataset *const *ds, int n, int seq_length, uint64_t seed, char *err,
+                                 size_t errlen);
 void sampler_free(Sampler *s);
 uint64_t sampler_size(const Sampler *s); // samples available (one epoch for FLA; Megatron's S)
 // Fills inputs[seq_length] and labels[seq_length] for global sample position g (0-based count of samples

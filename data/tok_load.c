@@ -363,7 +363,7 @@ static int load_added_tokens(LoadCtx *c, Tokenizer *t, const cJSON *list, Buf *b
         char where[48];
         snprintf(where, sizeof where, "added_tokens[%d]", i);
         AddedTok *at = &t->added[t->n_added];
-        int flags[5];
+        int flags[5] = {0}; // zeroed: gcc cannot see that json_bool sets each on success
         if (json_id(cJSON_GetObjectItemCaseSensitive(a, "id"), &at->id))
             return LOAD_ERR(c, "%s.id: expected a non-negative integer", where);
         if (!cJSON_IsString(content)) return LOAD_ERR(c, "%s.content: expected a string", where);
@@ -503,17 +503,34 @@ Tokenizer *tok_load(const char *path, char *err, size_t errlen) {
     if (model_type && strcmp(model_type, "BPE")) { LOAD_ERR(&c, "model.type: %s is not supported (only BPE)", model_type); goto out; }
     if (!cJSON_IsObject(vocab)) { LOAD_ERR(&c, "model.vocab: expected an object {token: id}, found %s", json_type_name(vocab)); goto out; }
     // Size the id tables: the largest id among regular and added tokens.
+    // Ids are bounded by the number of entries (with room for holes: ids are table indices, so one stray
+    // huge id would otherwise allocate gigabytes, and INT32_MAX would overflow max_id + 1).
     int32_t max_id = -1, id;
+    long n_entries = cJSON_GetArraySize(vocab) + (cJSON_IsArray(added) ? cJSON_GetArraySize(added) : 0);
+    long id_limit = 2 * n_entries + 1024; // ids must be below this
     for (const cJSON *e = vocab->child; e; e = e->next) {
         if (json_id(e, &id)) {
             LOAD_ERR(&c, "model.vocab[\"%.60s\"]: expected a non-negative integer id, found %s", e->string,
                      cJSON_IsNumber(e) ? "another number" : json_type_name(e));
             goto out;
         }
+        if (id >= id_limit) {
+            LOAD_ERR(&c, "model.vocab[\"%.60s\"]: id %d is far beyond the vocabulary (%ld tokens in all; ids must be below %ld)",
+                     e->string, (int)id, n_entries, id_limit);
+            goto out;
+        }
         if (id > max_id) max_id = id;
     }
-    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next)
-        if (!json_id(cJSON_GetObjectItemCaseSensitive(e, "id"), &id) && id > max_id) max_id = id;
+    int ai = 0;
+    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next, ai++) {
+        if (json_id(cJSON_GetObjectItemCaseSensitive(e, "id"), &id)) continue; // load_added_tokens names it
+        if (id >= id_limit) {
+            LOAD_ERR(&c, "added_tokens[%d]: id %d is far beyond the vocabulary (%ld tokens in all; ids must be below %ld)",
+                     ai, (int)id, n_entries, id_limit);
+            goto out;
+        }
+        if (id > max_id) max_id = id;
+    }
     if (max_id < 0) { LOAD_ERR(&c, "model.vocab: no tokens"); goto out; }
     t->vocab_size = max_id + 1;
     t->id_off = xcalloc((size_t)t->vocab_size, sizeof *t->id_off);

@@ -9,6 +9,7 @@
 
 #include "data/tok_utf8.h"
 #include "data/tokenizer.h"
+#include "util/args.h"
 #include "util/common.h"
 
 static void usage(FILE *f) {
@@ -433,27 +434,18 @@ int cmd_tokenize(int argc, char **argv) {
     const char *path = NULL;
     int jsonl = 0, stats = 0, threads = omp_get_num_procs();
     Opts o = {.add_bos = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--tokenizer") && i + 1 < argc) path = argv[++i];
-        else if (!strncmp(a, "--tokenizer=", 12)) path = a + 12;
-        else if (!strcmp(a, "--no-bos")) o.add_bos = 0;
-        else if (!strcmp(a, "--jsonl")) jsonl = 1;
-        else if (!strcmp(a, "--decode")) o.decode = 1;
-        else if (!strcmp(a, "--skip-special")) o.skip_special = 1;
-        else if (!strcmp(a, "--stats")) stats = 1;
-        else if ((!strcmp(a, "--threads") && i + 1 < argc) || !strncmp(a, "--threads=", 10)) {
-            const char *v = a[9] == '=' ? a + 10 : argv[++i];
-            char *end;
-            long t = strtol(v, &end, 10);
-            if (*end || t < 1 || t > 1024) die("tokenize: --threads: expected a count from 1 to 1024, found \"%s\"", v);
-            threads = (int)t;
-        } else {
-            fprintf(stderr, "gdn tokenize: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    static const ArgSpec spec[] = {
+        {"--tokenizer", ARG_STR, 0, 0}, {"--no-bos", ARG_FLAG, 0, 0}, {"--jsonl", ARG_FLAG, 0, 0},
+        {"--decode", ARG_FLAG, 0, 0},   {"--skip-special", ARG_FLAG, 0, 0}, {"--stats", ARG_FLAG, 0, 0},
+        {"--threads", ARG_INT, 1, 1024},
+    };
+    Args a;
+    args_parse(&a, "tokenize", argc, argv, spec, sizeof spec / sizeof spec[0], 0);
+    path = args_str(&a, "--tokenizer", NULL);
+    o.add_bos = !args_flag(&a, "--no-bos");
+    jsonl = args_flag(&a, "--jsonl"), stats = args_flag(&a, "--stats");
+    o.decode = args_flag(&a, "--decode"), o.skip_special = args_flag(&a, "--skip-special");
+    threads = (int)args_int(&a, "--threads", threads);
     if (!path) {
         fprintf(stderr, "gdn tokenize: --tokenizer PATH is required\n");
         usage(stderr);

@@ -234,14 +234,6 @@ int eval_task_has_acc_norm(const EvalTaskDef *d); // arc, hellaswag, openbookqa,
 // Per-task aggregation into t->acc etc. (NAN where not applicable).
 void eval_task_metrics(EvalTask *t, int bootstrap_iters);
 
-// Python's random.Random: MT19937 seeded by init_by_array with the int's 32-bit words.
-typedef struct {
-    uint32_t mt[624];
-    int i;
-} PyRandom;
-void pyrandom_seed(PyRandom *r, uint32_t seed);
-uint32_t pyrandom_u32(PyRandom *r);
-double pyrandom_random(PyRandom *r);                 // random.random(): 53-bit float in [0, 1)
 
 // ---------------------------------------------------------------------------------------------------------
 // results.c

@@ -7,64 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/rng.h"
 #include "eval/eval.h"
 #include "util/common.h"
-
-// ---- Python's random.Random ----
-
-static void mt_init_genrand(PyRandom *r, uint32_t s) {
-    r->mt[0] = s;
-    for (int i = 1; i < 624; i++) r->mt[i] = 1812433253u * (r->mt[i - 1] ^ (r->mt[i - 1] >> 30)) + (uint32_t)i;
-    r->i = 624;
-}
-
-void pyrandom_seed(PyRandom *r, uint32_t seed) { // random.seed(n) for 0 <= n < 2**32: key = [n]
-    const uint32_t key[1] = {seed};
-    const int klen = 1;
-    mt_init_genrand(r, 19650218u);
-    int i = 1, j = 0;
-    for (int k = 624 > klen ? 624 : klen; k; k--) {
-        r->mt[i] = (r->mt[i] ^ ((r->mt[i - 1] ^ (r->mt[i - 1] >> 30)) * 1664525u)) + key[j] + (uint32_t)j;
-        i++;
-        j++;
-        if (i >= 624) {
-            r->mt[0] = r->mt[623];
-            i = 1;
-        }
-        if (j >= klen) j = 0;
-    }
-    for (int k = 623; k; k--) {
-        r->mt[i] = (r->mt[i] ^ ((r->mt[i - 1] ^ (r->mt[i - 1] >> 30)) * 1566083941u)) - (uint32_t)i;
-        i++;
-        if (i >= 624) {
-            r->mt[0] = r->mt[623];
-            i = 1;
-        }
-    }
-    r->mt[0] = 0x80000000u;
-    r->i = 624;
-}
-
-uint32_t pyrandom_u32(PyRandom *r) {
-    if (r->i >= 624) {
-        for (int k = 0; k < 624; k++) {
-            uint32_t y = (r->mt[k] & 0x80000000u) | (r->mt[(k + 1) % 624] & 0x7fffffffu);
-            r->mt[k] = r->mt[(k + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
-        }
-        r->i = 0;
-    }
-    uint32_t y = r->mt[r->i++];
-    y ^= y >> 11;
-    y ^= (y << 7) & 0x9d2c5680u;
-    y ^= (y << 15) & 0xefc60000u;
-    y ^= y >> 18;
-    return y;
-}
-
-double pyrandom_random(PyRandom *r) {
-    uint32_t a = pyrandom_u32(r) >> 5, b = pyrandom_u32(r) >> 6;
-    return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
-}
 
 // ---- basic statistics ----
 
@@ -114,10 +59,11 @@ double eval_bootstrap_ppl_stderr(const double *x, long n, int iters) {
         double *sample = xmalloc((size_t)n * sizeof *sample);
 #pragma omp for schedule(dynamic, 1)
         for (int c = 0; c < nchunks; c++) {
-            PyRandom r;
-            pyrandom_seed(&r, (uint32_t)c);
+            Mt19937 r; // Python's random.Random(c)
+            uint32_t key = (uint32_t)c;
+            mt_seed_by_array(&r, &key, 1);
             for (int k = 0; k < chunk; k++) {
-                for (long i = 0; i < n; i++) sample[i] = x[(long)floor(pyrandom_random(&r) * (double)n)];
+                for (long i = 0; i < n; i++) sample[i] = x[(long)floor(mt_random(&r) * (double)n)];
                 res[(long)c * chunk + k] = exp(-eval_mean(sample, n));
             }
         }

@@ -3,7 +3,6 @@
 // real model (eval.c) and with the toy models of the tests. Data problems are reported before the model is
 // loaded: all task files are read and rendered first.
 #include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,8 @@
 #include <sys/time.h>
 
 #include "eval/eval.h"
+#include "io/model_load.h"
+#include "util/args.h"
 #include "util/common.h"
 
 static void usage(FILE *f) {
@@ -80,20 +81,13 @@ static void parse_opts(int argc, char **argv, Opts *o) {
                                         "--batch-size", "--device", "--output-path", "--bos-mode",
                                         "--race-version", "--tokenizer", "--max-length", "--bootstrap-iters",
                                         "--log-requests"};
-    const int nn = (int)(sizeof names / sizeof names[0]);
-    const char *val[sizeof names / sizeof names[0]] = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *eq = strchr(a, '=');
-        size_t klen = eq ? (size_t)(eq - a) : strlen(a);
-        int k = -1;
-        for (int j = 0; j < nn; j++)
-            if (strlen(names[j]) == klen && !strncmp(a, names[j], klen)) k = j;
-        if (k < 0) die("eval: unknown option '%s' (see gdn eval --help)", a);
-        if (eq) val[k] = eq + 1;
-        else if (i + 1 < argc) val[k] = argv[++i];
-        else die("eval: %s needs a value", names[k]);
-    }
+    enum { NN = sizeof names / sizeof names[0] };
+    ArgSpec spec[NN]; // all take a value; the numbers are checked below with their own messages
+    for (int j = 0; j < NN; j++) spec[j] = (ArgSpec){names[j], ARG_STR, 0, 0};
+    Args a;
+    args_parse(&a, "eval", argc, argv, spec, NN, 0);
+    const char *val[NN];
+    for (int j = 0; j < NN; j++) val[j] = args_str(&a, names[j], NULL);
     memset(o, 0, sizeof *o);
     o->load = val[0];
     o->tasks = val[1];
@@ -125,18 +119,12 @@ static void parse_opts(int argc, char **argv, Opts *o) {
     o->log_requests = val[13];
 }
 
-// tokenizer.json next to the checkpoint (MODEL itself if a directory).
+// The model's tokenizer, found as generate and verify find it (model/model_load.h).
 static char *default_tokenizer(const char *load) {
-    struct stat st;
-    Buf b = {0};
-    if (stat(load, &st) == 0 && S_ISDIR(st.st_mode)) {
-        buf_printf(&b, "%s/tokenizer.json", load);
-    } else {
-        char *copy = xstrdup(load);
-        buf_printf(&b, "%s/tokenizer.json", dirname(copy));
-        free(copy);
-    }
-    return eval_cstr(&b);
+    char path[1300];
+    if (model_find_tokenizer(load, path, sizeof path))
+        die("eval: no tokenizer.json in or beside %s (nor .assets/llama3/); pass --tokenizer PATH", load);
+    return xstrdup(path);
 }
 
 int eval_main(int argc, char **argv, const EvalHooks *hooks) {

@@ -4,41 +4,59 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/args.h"
 #include "../util/common.h"
 #include "infer.h"
 
 static void help(void) {
     printf("usage: gdn generate --load MODEL --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K]\n"
            "                    [--top-p P] [--repetition-penalty R] [--seed S] [--greedy] [--batch B]\n"
-           "                    [--tokenizer PATH] [--device cpu|cuda|auto] [--no-bos] [--quiet]\n"
+           "                    [--tokenizer PATH] [--device cpu|cuda|auto] [--no-bos] [--quiet] [--skip-special]\n"
            "Streams the continuation of TEXT to stdout; prefill and decode speed and the state size go to stderr.\n"
+           "Special tokens are shown (--skip-special hides them).\n"
            "--batch B decodes B copies of the prompt at once (throughput measurement; the first is printed).\n");
 }
 
 int cmd_generate(int argc, char **argv) {
     if (arg_is_help(argc, argv) || argc < 2) { help(); return argc < 2 ? 2 : 0; }
-    const char *prompt = arg_get(argc, argv, "--prompt"), *s;
+    static const ArgSpec spec[] = {
+        INFER_ARGS,
+        {"--prompt", ARG_STR, 0, 0},
+        {"--max-new-tokens", ARG_INT, 0, 1 << 20},
+        {"--temperature", ARG_NUM, 0, 1e6},
+        {"--top-k", ARG_INT, 0, 1 << 26},
+        {"--top-p", ARG_NUM, 1e-9, 1},
+        {"--repetition-penalty", ARG_NUM, 1e-6, 1e6},
+        {"--batch", ARG_INT, 1, 1024},
+        {"--seed", ARG_INT, 0, 9007199254740991.0},
+        {"--greedy", ARG_FLAG, 0, 0},
+        {"--no-bos", ARG_FLAG, 0, 0},
+        {"--quiet", ARG_FLAG, 0, 0},
+        {"--skip-special", ARG_FLAG, 0, 0},
+    };
+    Args a;
+    args_parse(&a, "generate", argc, argv, spec, sizeof spec / sizeof spec[0], 0);
+    const char *prompt = args_str(&a, "--prompt", NULL);
     if (!prompt) die("generate: --prompt TEXT is required");
     if (!prompt[0]) die("generate: the prompt is empty");
     SamplerCfg sc = {1.0f, 1.0f, 1.0f, 0, 0, 0};
-    int max_new = 64, B = 1, quiet = arg_flag(argc, argv, "--quiet");
-    if ((s = arg_get(argc, argv, "--max-new-tokens"))) max_new = atoi(s);
-    if ((s = arg_get(argc, argv, "--temperature"))) sc.temperature = (float)atof(s);
-    if ((s = arg_get(argc, argv, "--top-k"))) sc.top_k = atoi(s);
-    if ((s = arg_get(argc, argv, "--top-p"))) sc.top_p = (float)atof(s);
-    if ((s = arg_get(argc, argv, "--repetition-penalty"))) sc.repetition_penalty = (float)atof(s);
-    if ((s = arg_get(argc, argv, "--batch"))) B = atoi(s);
-    uint64_t rng = 1234;
-    if ((s = arg_get(argc, argv, "--seed"))) rng = strtoull(s, NULL, 10);
-    sc.greedy = arg_flag(argc, argv, "--greedy");
-    if (max_new < 0 || B < 1 || B > 1024 || sc.top_p <= 0 || sc.top_p > 1 || sc.repetition_penalty <= 0)
-        die("generate: bad sampling options (need max-new-tokens >= 0, 1 <= batch <= 1024, 0 < top-p <= 1, repetition-penalty > 0)");
+    int max_new = (int)args_int(&a, "--max-new-tokens", 64), B = (int)args_int(&a, "--batch", 1);
+    int quiet = args_flag(&a, "--quiet");
+    // Special tokens are shown (as HF's decode does by default): a model that emits only <|begin_of_text|>
+    // would otherwise print nothing at all.
+    int skip_special = args_flag(&a, "--skip-special");
+    sc.temperature = (float)args_num(&a, "--temperature", 1.0);
+    sc.top_k = (int)args_int(&a, "--top-k", 0);
+    sc.top_p = (float)args_num(&a, "--top-p", 1.0);
+    sc.repetition_penalty = (float)args_num(&a, "--repetition-penalty", 1.0);
+    uint64_t rng = (uint64_t)args_int(&a, "--seed", 1234);
+    sc.greedy = args_flag(&a, "--greedy");
     InferModel im;
     infer_open(&im, argc, argv);
     Model *m = im.m;
     int32_t *ids = NULL;
     size_t cap = 0;
-    size_t n = tok_encode(im.tok, prompt, strlen(prompt), !arg_flag(argc, argv, "--no-bos"), &ids, &cap);
+    size_t n = tok_encode(im.tok, prompt, strlen(prompt), !args_flag(&a, "--no-bos"), &ids, &cap);
     if (n == 0) die("generate: the prompt encodes to no tokens");
     if (n > 65536) die("generate: the prompt is %zu tokens; the limit is 65536", n);
     int V = m->d.V, total = (int)n + max_new;
@@ -71,7 +89,7 @@ int cmd_generate(int argc, char **argv) {
         produced++;
         if (!quiet) { // stream what decodes cleanly so far (a partial UTF-8 tail waits for its next token)
             size_t len;
-            char *txt = tok_decode(im.tok, seq + print_from, n + i + 1 - print_from, 1, &len);
+            char *txt = tok_decode(im.tok, seq + print_from, n + i + 1 - print_from, skip_special, &len);
             int partial = len >= 3 && !memcmp(txt + len - 3, "\xef\xbf\xbd", 3);
             if (!partial) {
                 fwrite(txt, 1, len, stdout);
@@ -95,18 +113,30 @@ int cmd_generate(int argc, char **argv) {
                  (t_end - t_steady) * 1e3 / (produced - 3));
     if (!quiet && print_from < n + (size_t)produced) { // a tail that never completed its UTF-8 sequence
         size_t len;
-        char *txt = tok_decode(im.tok, seq + print_from, n + produced - print_from, 1, &len);
+        char *txt = tok_decode(im.tok, seq + print_from, n + produced - print_from, skip_special, &len);
         fwrite(txt, 1, len, stdout);
         free(txt);
     }
     if (!quiet) printf("\n");
     fflush(stdout);
+    if (produced) { // say so when the continuation has no text at all (only special tokens)
+        size_t len;
+        char *txt = tok_decode(im.tok, seq + n, (size_t)produced, 1, &len);
+        if (len == 0)
+            fprintf(stderr, "generate: all %d generated token%s special (first id %d)%s; an untrained or tiny model "
+                            "often does this: try more training or sampling (--temperature 0.8 --top-k 40)\n",
+                    produced, produced == 1 ? " is" : "s are", (int)seq[n], skip_special ? ", hidden by --skip-special" : "");
+        free(txt);
+    }
     size_t state_bytes = (size_t)(m->d.L - m->d.n_attn) * B *
                          (((size_t)2 * m->d.Kd + m->d.Vd) * (m->d.K - 1) + (size_t)m->d.HV * m->d.dk * m->d.dv) * 4;
     // hybrids: the attention blocks' KV caches grow with the tokens seen (spec hybrid.md §3.3)
-    size_t kv_bytes = (size_t)m->d.n_attn * B * (size_t)st->len * 2 * m->d.Dkv * m->be->act_bytes;
+    int seen = 0; // tokens in the KV caches (every attention block holds the same count)
+    for (int l = 0; l < m->d.L; l++)
+        if (m->d.kind[l] == LAYER_ATTN) seen = st->layer[l].attn.len;
+    size_t kv_bytes = (size_t)m->d.n_attn * B * (size_t)seen * 2 * m->d.Dkv * m->be->act_bytes;
     char kv[96] = ", constant in length";
-    if (m->d.n_attn) snprintf(kv, sizeof kv, " + KV cache %.2f MiB at %d tokens", kv_bytes / 1048576.0, st->len);
+    if (m->d.n_attn) snprintf(kv, sizeof kv, " + KV cache %.2f MiB at %d tokens", kv_bytes / 1048576.0, seen);
     fprintf(stderr, "generate: prefill %zu tokens x %d in %.1f ms (%.0f tokens/s); decode %d steps x %d in %.1f ms "
                     "(%.1f tokens/s, %.3f ms/step%s); recurrent state %.2f MiB%s\n",
             n, B, t_prefill * 1e3, n * B / t_prefill, steps, B, t_decode * 1e3, steps * B / t_decode,

@@ -5,29 +5,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/model_load.h"
+#include "../io/model_load.h"
 #include "../util/common.h"
 
 void infer_open(InferModel *im, int argc, char **argv) {
     const char *load = arg_get(argc, argv, "--load"), *tokp = arg_get(argc, argv, "--tokenizer");
     const char *dev = arg_get(argc, argv, "--device"), *prec = arg_get(argc, argv, "--precision");
     if (!load) die("--load MODEL is required (a gdn.c checkpoint or an FLA HuggingFace dir)");
-    char err[ERR_LEN], def[1200];
+    char err[ERR_LEN], def[1300];
     if (!tokp) {
-        snprintf(def, sizeof def, "%s/tokenizer.json", load);
-        tokp = file_exists(def) ? def : ".assets/llama3/tokenizer.json";
-        if (!file_exists(tokp)) die("no tokenizer: pass --tokenizer PATH (tokenizer.json)");
+        if (model_find_tokenizer(load, def, sizeof def))
+            die("no tokenizer.json in or beside %s: pass --tokenizer PATH (tokenizer.json)", load);
+        tokp = def;
     }
     im->tok = tok_load(tokp, err, sizeof err);
     if (!im->tok) die("%s", err);
-    Config c;
-    float *params;
-    if (model_load_any(load, &c, &params, err, sizeof err)) die("%s", err);
-    if (tok_vocab_size(im->tok) > c.vocab_size)
-        die("tokenizer %s has %d tokens but the model's vocabulary is %d", tokp, tok_vocab_size(im->tok), c.vocab_size);
-    im->m = model_create(&c, backend_select(dev ? dev : "auto", prec ? prec : "bf16"), 0);
-    model_set_params(im->m, params);
-    free(params);
+    im->m = model_open(load, dev, prec, err, sizeof err);
+    if (!im->m) die("%s", err);
+    if (tok_vocab_size(im->tok) > im->m->d.V)
+        die("tokenizer %s has %d tokens but the model's vocabulary is %d", tokp, tok_vocab_size(im->tok), im->m->d.V);
 }
 
 void infer_close(InferModel *im) {

@@ -4,11 +4,16 @@
 
 #include "../data/tokenizer.h"
 #include "../model/gdn.h"
+#include "../util/args.h"
 
 typedef struct {
     Model *m;
     Tokenizer *tok;
 } InferModel;
+
+// The options infer_open reads, for a command's ArgSpec list (util/args.h).
+#define INFER_ARGS {"--load", ARG_STR, 0, 0}, {"--tokenizer", ARG_STR, 0, 0}, {"--device", ARG_STR, 0, 0}, \
+                   {"--precision", ARG_STR, 0, 0}
 
 // --load MODEL, --tokenizer PATH (default: MODEL/tokenizer.json, else .assets/llama3/tokenizer.json),
 // --device, --precision. Dies with a clear message on failure.

@@ -4,7 +4,8 @@
 #include <string.h>
 
 #include "../model/gdn.h"
-#include "../model/model_load.h"
+#include "../io/model_load.h"
+#include "../util/args.h"
 #include "../util/common.h"
 
 int cmd_logits(int argc, char **argv) {
@@ -13,8 +14,12 @@ int cmd_logits(int argc, char **argv) {
                "FILE --ids: int32 little-endian token ids (one sequence). --out: float32 [T, vocab] row-major.\n");
         return argc < 2 ? 2 : 0;
     }
-    const char *load = arg_get(argc, argv, "--load"), *idf = arg_get(argc, argv, "--ids"), *outf = arg_get(argc, argv, "--out");
-    const char *dev = arg_get(argc, argv, "--device"), *prec = arg_get(argc, argv, "--precision");
+    static const ArgSpec spec[] = {{"--load", ARG_STR, 0, 0},   {"--ids", ARG_STR, 0, 0},       {"--out", ARG_STR, 0, 0},
+                                   {"--device", ARG_STR, 0, 0}, {"--precision", ARG_STR, 0, 0}};
+    Args a;
+    args_parse(&a, "logits", argc, argv, spec, sizeof spec / sizeof spec[0], 0);
+    const char *load = args_str(&a, "--load", NULL), *idf = args_str(&a, "--ids", NULL), *outf = args_str(&a, "--out", NULL);
+    const char *dev = args_str(&a, "--device", NULL), *prec = args_str(&a, "--precision", NULL);
     if (!load || !idf || !outf) die("logits: --load, --ids and --out are required");
     char err[ERR_LEN];
     size_t len;
@@ -22,12 +27,9 @@ int cmd_logits(int argc, char **argv) {
     if (!raw) die("%s", err);
     if (len == 0 || len % 4) die("%s: %zu bytes is not a non-empty int32 array", idf, len);
     int T = (int)(len / 4);
-    Config c;
-    float *params;
-    if (model_load_any(load, &c, &params, err, sizeof err)) die("%s", err);
-    Model *m = model_create(&c, backend_select(dev ? dev : "auto", prec ? prec : "bf16"), 0);
-    model_set_params(m, params);
-    free(params);
+    Model *m = model_open(load, dev, prec, err, sizeof err);
+    if (!m) die("%s", err);
+    const Config c = m->cfg;
     model_forward(m, (const int32_t *)raw, 1, T);
     float *logits = xmalloc((size_t)T * c.vocab_size * sizeof(float));
     model_logits(m, 0, T, logits);

@@ -6,7 +6,7 @@
 
 #include "../eval/scorer.h"
 #include "../model/gdn.h"
-#include "../model/model_load.h"
+#include "../io/model_load.h"
 #include "../util/common.h"
 
 typedef struct {
@@ -61,15 +61,11 @@ static int score_batch(void *ctx, const LLRequest *reqs, int nreq, double *ll, i
 }
 
 int eval_open_scorer(const char *load, const char *device, Scorer *out, char *err, size_t errlen) {
-    Config c;
-    float *params;
-    if (model_load_any(load, &c, &params, err, errlen)) return -1;
+    Model *m = model_open(load, device, NULL, err, errlen);
+    if (!m) return -1;
     ModelScorer *ms = xcalloc(1, sizeof *ms);
-    const Backend *be = backend_select(device ? device : "auto", c.precision[0] ? c.precision : "bf16");
-    ms->m = model_create(&c, be, 0);
-    model_set_params(ms->m, params);
-    free(params);
-    ms->batch = strcmp(be->name, "cpu") ? 1 << 30 : 4; // GPU: the whole call (--batch-size) in one forward
+    ms->m = m;
+    ms->batch = m->be->eval_batch; // GPU: the whole call (--batch-size) in one forward
     out->ctx = ms;
     out->max_length = 2048; // FLA GatedDeltaNetConfig max_position_embeddings, which lm-eval uses
     out->score = score_batch;

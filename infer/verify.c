@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/args.h"
 #include "../util/common.h"
 #include "infer.h"
 
@@ -20,11 +21,18 @@ static void help(void) {
 
 int cmd_verify(int argc, char **argv) {
     if (arg_is_help(argc, argv) || argc < 2) { help(); return argc < 2 ? 2 : 0; }
-    const char *pf = arg_get(argc, argv, "--prompts"), *s;
-    int json = arg_flag(argc, argv, "--json"), max_new = 40;
-    double threshold = 6.0;
-    if ((s = arg_get(argc, argv, "--max-new-tokens"))) max_new = atoi(s);
-    if ((s = arg_get(argc, argv, "--threshold"))) threshold = atof(s);
+    static const ArgSpec spec[] = {
+        INFER_ARGS,
+        {"--prompts", ARG_STR, 0, 0},
+        {"--json", ARG_FLAG, 0, 0},
+        {"--max-new-tokens", ARG_INT, 0, 1 << 20},
+        {"--threshold", ARG_NUM, 0, 1e6},
+    };
+    Args a;
+    args_parse(&a, "verify", argc, argv, spec, sizeof spec / sizeof spec[0], 0);
+    const char *pf = args_str(&a, "--prompts", NULL);
+    int json = args_flag(&a, "--json"), max_new = (int)args_int(&a, "--max-new-tokens", 40);
+    double threshold = args_num(&a, "--threshold", 6.0);
     char **prompts = (char **)default_prompts;
     int np = 3;
     if (pf) {

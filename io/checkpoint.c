@@ -5,14 +5,18 @@
 #define _GNU_SOURCE
 #include "checkpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../util/common.h"
+#include "../util/version.h"
+#include "../util/stale_tmp.h"
 #include "safetensors.h"
 
 #define CKPT_FORMAT "gdn.c-checkpoint"
@@ -32,10 +36,47 @@ static void add_params(StWriter *w, const ParamLayout *pl, const float *buf, con
     }
 }
 
+// Number of NaN/Inf values in x[0..n).
+static size_t count_nonfinite(const float *x, size_t n) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);
+    return bad;
+}
+
+// Temp files of killed saves: in the save directory and every iter_N below it (once per directory a process).
+static void clean_save_dir(const char *save_dir) {
+    static char done[1024];
+    if (!strcmp(done, save_dir)) return;
+    snprintf(done, sizeof done, "%s", save_dir);
+    int n = remove_stale_tmp(save_dir);
+    DIR *dp = opendir(save_dir);
+    for (struct dirent *e; dp && (e = readdir(dp));) {
+        if (strncmp(e->d_name, "iter_", 5) != 0) continue;
+        char sub[1300];
+        snprintf(sub, sizeof sub, "%s/%s", save_dir, e->d_name);
+        n += remove_stale_tmp(sub);
+    }
+    if (dp) closedir(dp);
+    if (n) fprintf(stderr, "gdn: removed %d temp file%s of interrupted saves under %s\n", n, n == 1 ? "" : "s", save_dir);
+}
+
 int ckpt_save(const char *save_dir, const Config *cfg, const ParamLayout *pl, const float *params, const float *adam_m,
               const float *adam_v, const CkptState *st, char *err, size_t errlen) {
     if (!adam_m != !adam_v) return set_err(err, errlen, "ckpt_save: adam_m and adam_v must both be given or both NULL");
     if (st->iteration < 0) return set_err(err, errlen, "ckpt_save: negative iteration %" PRId64, st->iteration);
+    // A diverged run must not leave a checkpoint that looks complete (and becomes `latest`).
+    const float *arrays[3] = {params, adam_m, adam_v};
+    static const char *const what[3] = {"weights", "AdamW exp_avg values", "AdamW exp_avg_sq values"};
+    for (int a = 0; a < 3; a++) {
+        size_t bad = arrays[a] ? count_nonfinite(arrays[a], pl->total) : 0;
+        if (bad)
+            return set_err(err, errlen,
+                           "refusing to save iteration %" PRId64 ": %zu of %zu %s are NaN/Inf (the run diverged; "
+                           "try a lower lr); the last complete checkpoint is kept",
+                           st->iteration, bad, pl->total, what[a]);
+    }
+    if (mkdir_p(save_dir)) return set_err(err, errlen, "cannot create checkpoint directory %s: %s", save_dir, strerror(errno));
+    clean_save_dir(save_dir);
     char dir[1024], path[1200], tmp[64];
     snprintf(dir, sizeof dir, "%s/iter_%07" PRId64, save_dir, st->iteration);
     if (mkdir_p(dir)) return set_err(err, errlen, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
@@ -59,9 +100,12 @@ int ckpt_save(const char *save_dir, const Config *cfg, const ParamLayout *pl, co
     st_writer_meta(w, "iteration", tmp);
     snprintf(tmp, sizeof tmp, "%" PRId64, st->consumed_samples);
     st_writer_meta(w, "consumed_samples", tmp);
+    snprintf(tmp, sizeof tmp, "%" PRId64, st->consumed_valid_samples);
+    st_writer_meta(w, "consumed_valid_samples", tmp);
     st_writer_meta(w, "rng", rng);
     st_writer_meta(w, "tokenizer_sha256", st->tokenizer_sha256);
     st_writer_meta(w, "parameters", params_count);
+    st_writer_meta(w, "gdn_version", gdn_version); // the build that wrote it (git describe)
     add_params(w, pl, params, "");
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     int rc = st_writer_save(w, path, err, errlen);
@@ -157,16 +201,18 @@ static int open_model(const char *iter_dir, StFile *f, char *err, size_t errlen)
     snprintf(path, sizeof path, "%s/model.safetensors", iter_dir);
     if (st_open(f, path, err, errlen)) return -1;
     const char *fmt = st_meta(f, "format");
+    // the message is written before st_close: fmt and ver point into the file's header, freed by it
     if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0) {
+        set_err(err, errlen, "%s: __metadata__ format is '%s', expected '" CKPT_FORMAT "'", path, fmt ? fmt : "(none)");
         st_close(f);
-        return set_err(err, errlen, "%s: __metadata__ format is '%s', expected '" CKPT_FORMAT "'", path,
-                       fmt ? fmt : "(none)");
+        return -1;
     }
     const char *ver = st_meta(f, "version");
     if (!ver || strcmp(ver, CKPT_VERSION) != 0) {
+        set_err(err, errlen, "%s: checkpoint version '%s' (this build reads version " CKPT_VERSION ")", path,
+                ver ? ver : "(none)");
         st_close(f);
-        return set_err(err, errlen, "%s: checkpoint version '%s' (this build reads version " CKPT_VERSION ")", path,
-                       ver ? ver : "(none)");
+        return -1;
     }
     return 0;
 }
@@ -260,6 +306,9 @@ int ckpt_load(const char *iter_dir, const ParamLayout *pl, float *params, float 
         memset(st, 0, sizeof *st);
         rc = parse_i64(&f, "iteration", &st->iteration, path, err, errlen);
         if (!rc) rc = parse_i64(&f, "consumed_samples", &st->consumed_samples, path, err, errlen);
+        st->consumed_valid_samples = -1; // checkpoints before validation existed have none
+        if (!rc && st_meta(&f, "consumed_valid_samples"))
+            rc = parse_i64(&f, "consumed_valid_samples", &st->consumed_valid_samples, path, err, errlen);
         const char *rng = st_meta(&f, "rng"), *tok = st_meta(&f, "tokenizer_sha256");
         if (!rc && (!rng || strlen(rng) != 64 || strspn(rng, "0123456789abcdef") != 64))
             rc = set_err(err, errlen, "%s: __metadata__ 'rng' must be 64 hex digits", path);

@@ -22,6 +22,7 @@ extern "C" {
 typedef struct {
     int64_t iteration;         // optimizer steps done
     int64_t consumed_samples;  // data position
+    int64_t consumed_valid_samples; // validation sampler position (Megatron's args.consumed_valid_samples); -1 = absent
     uint64_t rng_state[4];     // trainer RNG (reserved for dropout-free determinism checks)
     char tokenizer_sha256[65]; // "" if unknown
 } CkptState;

@@ -10,6 +10,7 @@
 
 #include "../model/config.h"
 #include "../model/params.h"
+#include "../util/args.h"
 #include "../util/common.h"
 #include "checkpoint.h"
 #include "hf.h"
@@ -49,42 +50,24 @@ typedef struct {
 static void parse_args(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
     static const char *modes[] = {"--to-hf", "--from-hf", "--from-megatron", "--to-megatron", "--list"};
-    static const int mode_takes_arg[] = {0, 1, 1, 0, 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *eq = strchr(a, '=');
-        size_t n = eq ? (size_t)(eq - a) : strlen(a);
-        int matched = 0;
-        for (int m = 0; m < 5 && !matched; m++)
-            if (strlen(modes[m]) == n && !strncmp(a, modes[m], n)) {
-                if (o->mode) die("convert: choose one mode (%s and %s given)", o->mode, modes[m]);
-                o->mode = modes[m];
-                if (mode_takes_arg[m]) {
-                    if (eq)
-                        o->mode_arg = eq + 1;
-                    else if (i + 1 < argc)
-                        o->mode_arg = argv[++i];
-                    else
-                        die("convert: %s needs a path", modes[m]);
-                } else if (eq)
-                    die("convert: %s takes no value", modes[m]);
-                matched = 1;
-            }
-        if (matched) continue;
-        static const char *opts[] = {"--load",      "--save",   "--output-dir",   "--dtype",
-                                     "--tokenizer", "--config", "--megatron-spec"};
-        const char **dst[] = {&o->load, &o->save, &o->output_dir, &o->dtype, &o->tokenizer, &o->config, &o->spec};
-        for (int k = 0; k < 7 && !matched; k++)
-            if (strlen(opts[k]) == n && !strncmp(a, opts[k], n)) {
-                if (eq)
-                    *dst[k] = eq + 1;
-                else if (i + 1 < argc)
-                    *dst[k] = argv[++i];
-                else
-                    die("convert: %s needs a value", opts[k]);
-                matched = 1;
-            }
-        if (!matched) die("convert: unknown argument '%s' (gdn convert --help)", a);
-    }
+    static const ArgSpec spec[] = {
+        {"--to-hf", ARG_FLAG, 0, 0},    {"--from-hf", ARG_STR, 0, 0},   {"--from-megatron", ARG_STR, 0, 0},
+        {"--to-megatron", ARG_FLAG, 0, 0}, {"--list", ARG_STR, 0, 0},     {"--load", ARG_STR, 0, 0},
+        {"--save", ARG_STR, 0, 0},       {"--output-dir", ARG_STR, 0, 0}, {"--dtype", ARG_STR, 0, 0},
+        {"--tokenizer", ARG_STR, 0, 0},  {"--config", ARG_STR, 0, 0},     {"--megatron-spec", ARG_STR, 0, 0},
+    };
+    Args a;
+    args_parse(&a, "convert", argc, argv, spec, sizeof spec / sizeof spec[0], 0);
+    for (int m = 0; m < 5; m++)
+        if (args_has(&a, modes[m])) {
+            if (o->mode) die("convert: choose one mode (%s and %s given)", o->mode, modes[m]);
+            o->mode = modes[m];
+            if (spec[m].kind == ARG_STR) o->mode_arg = args_str(&a, modes[m], NULL);
+        }
+    o->load = args_str(&a, "--load", NULL), o->save = args_str(&a, "--save", NULL);
+    o->output_dir = args_str(&a, "--output-dir", NULL), o->dtype = args_str(&a, "--dtype", NULL);
+    o->tokenizer = args_str(&a, "--tokenizer", NULL), o->config = args_str(&a, "--config", NULL);
+    o->spec = args_str(&a, "--megatron-spec", NULL);
     if (!o->mode)
         die("convert: no mode given: --to-hf, --from-hf DIR, --from-megatron PATH, --to-megatron or --list FILE");
 }
@@ -490,59 +473,40 @@ static int cmd_from_megatron(const Opts *o) {
                                            : "local (no TE)");
 
     float *params = xmalloc(pl.total * sizeof(float));
-    size_t tmp_n = (size_t)R * h > (size_t)F2 * h ? (size_t)R * h : (size_t)F2 * h;
-    if ((size_t)C * K > tmp_n) tmp_n = (size_t)C * K;
-    float *tmp = xmalloc(tmp_n * sizeof(float));
     take(&tf, m.emb, "embedding.word_embeddings.weight", 2, V, h, 0, slot(&pl, params, "model.embeddings.weight"));
     take(&tf, m.final_norm, "decoder.final_norm.weight", 1, h, 0, 0, slot(&pl, params, "model.norm.weight"));
-    char nm[160], meg[160];
-#define HF(suffix) (snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix), slot(&pl, params, nm))
-#define MEG(sub, what) (snprintf(meg, sizeof meg, "decoder.layers.%d.%s", sub, what), meg)
-    for (int l = 0; l < L; l++) {
-        const __typeof__(m.sub[0]) *g = &m.sub[2 * l], *p = &m.sub[2 * l + 1];
-        int sg = 2 * l, sp = 2 * l + 1;
-        const PyVal *norm = need_t(g->norm, file, sg, "norm.weight (or mixer.in_proj.layer_norm_weight)");
-        take(&tf, norm, g->norm_name, 1, h, 0, 0, HF("attn_norm.weight"));
-        // in_proj rows [q (Kd) | k (Kd) | v (Vd) | g (Vd) | b (HV) | a (HV)]: beta before alpha
-        take(&tf, need_t(g->in_proj, file, sg, "mixer.in_proj.weight"), MEG(sg, "mixer.in_proj.weight"), 2, R, h, 0,
-             tmp);
-        const char *parts[6] = {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight",
-                                "attn.g_proj.weight", "attn.b_proj.weight", "attn.a_proj.weight"};
-        int rows[6] = {Kd, Kd, Vd, Vd, HV, HV}, r0 = 0;
-        for (int k = 0; k < 6; k++) {
-            memcpy(HF(parts[k]), tmp + (size_t)r0 * h, (size_t)rows[k] * h * sizeof(float));
-            r0 += rows[k];
+    // Block tensors by the table's Megatron names (local spec, else TE): each run of tensors sharing a name
+    // is one fused Megatron tensor (in_proj [q|k|v|g|b|a], conv1d [q|k|v], linear_fc1 [gate|up]), contiguous
+    // in the flat buffer, so it is read in place.
+    for (int i = 0; i < pl.ntensors;) {
+        const TensorInfo *t = &pl.tensors[i];
+        int j = i + 1;
+        if (t->layer < 0) { // embeddings, final norm: above
+            i = j;
+            continue;
         }
-        take(&tf, need_t(g->A_log, file, sg, "mixer.A_log"), MEG(sg, "mixer.A_log"), 1, HV, 0, 0, HF("attn.A_log"));
-        take(&tf, need_t(g->dt_bias, file, sg, "mixer.dt_bias"), MEG(sg, "mixer.dt_bias"), 1, HV, 0, 0,
-             HF("attn.dt_bias"));
-        // conv1d channels [q | k | v]
-        take(&tf, need_t(g->conv, file, sg, "mixer.conv1d.weight"), MEG(sg, "mixer.conv1d.weight"), 3, C, 1, K, tmp);
-        memcpy(HF("attn.q_conv1d.weight"), tmp, (size_t)Kd * K * sizeof(float));
-        memcpy(HF("attn.k_conv1d.weight"), tmp + (size_t)Kd * K, (size_t)Kd * K * sizeof(float));
-        memcpy(HF("attn.v_conv1d.weight"), tmp + (size_t)2 * Kd * K, (size_t)Vd * K * sizeof(float));
-        take(&tf, need_t(g->out_norm, file, sg, "mixer.out_norm.weight"), MEG(sg, "mixer.out_norm.weight"), 1, dv, 0, 0,
-             HF("attn.o_norm.weight"));
-        take(&tf, need_t(g->out_proj, file, sg, "mixer.out_proj.weight"), MEG(sg, "mixer.out_proj.weight"), 2, h, Vd, 0,
-             HF("attn.o_proj.weight"));
-        const PyVal *mn =
-            need_t(p->mlp_norm, file, sp, "pre_mlp_layernorm.weight (or mlp.linear_fc1.layer_norm_weight)");
-        take(&tf, mn, p->mlp_norm_name, 1, h, 0, 0, HF("mlp_norm.weight"));
-        // linear_fc1 rows [gate (F) | up (F)]: Megatron's SwiGLU activates the first half
-        take(&tf, need_t(p->fc1, file, sp, "mlp.linear_fc1.weight"), MEG(sp, "mlp.linear_fc1.weight"), 2, F2, h, 0,
-             tmp);
-        memcpy(HF("mlp.gate_proj.weight"), tmp, (size_t)(F2 / 2) * h * sizeof(float));
-        memcpy(HF("mlp.up_proj.weight"), tmp + (size_t)(F2 / 2) * h, (size_t)(F2 / 2) * h * sizeof(float));
-        take(&tf, need_t(p->fc2, file, sp, "mlp.linear_fc2.weight"), MEG(sp, "mlp.linear_fc2.weight"), 2, h, F2 / 2, 0,
-             HF("mlp.down_proj.weight"));
-        if (l == 0 || (l + 1) % 8 == 0 || l + 1 == L) {
+        int64_t rows = t->shape[0];
+        while (j < pl.ntensors && pl.tensors[j].layer == t->layer && !strcmp(pl.tensors[j].meg, t->meg))
+            rows += pl.tensors[j++].shape[0];
+        char name[160];
+        int sub = 2 * t->layer + t->meg_sub;
+        snprintf(name, sizeof name, "decoder.layers.%d.%s", sub, t->meg);
+        const PyVal *v = py_dict_get(model, name);
+        if (!v && strcmp(t->meg, t->meg_te)) {
+            snprintf(name, sizeof name, "decoder.layers.%d.%s", sub, t->meg_te);
+            v = py_dict_get(model, name);
+        }
+        if (!v)
+            die("%s: model lacks 'decoder.layers.%d.%s'%s", file, sub, t->meg,
+                strcmp(t->meg, t->meg_te) ? " (or its TE name)" : "");
+        take(&tf, v, name, t->ndim, rows, t->shape[1], t->shape[2], params + t->off);
+        int l = t->layer;
+        if ((j == pl.ntensors || pl.tensors[j].layer != l) && (l == 0 || (l + 1) % 8 == 0 || l + 1 == L)) {
             printf("convert: layer %d/%d\n", l + 1, L);
             fflush(stdout);
         }
+        i = j;
     }
-#undef HF
-#undef MEG
-    free(tmp);
     if (m.output) { // untied output layer: acceptable only as an exact copy of the embeddings
         size_t n = (size_t)V * h;
         float *out = xmalloc(n * sizeof(float));
@@ -580,72 +544,28 @@ static int cmd_to_megatron(const Opts *o) {
     double t0 = now_sec();
     float *params = load_ckpt(o->load, &cfg, &pl, &st);
     print_model(&pl);
-    ModelDims d = pl.d;
-    if (d.n_attn)
+    if (pl.d.n_attn)
         die("convert: %s is a hybrid (attention blocks %s): Megatron/Primus export covers pure GDN models only (the "
             "name map of Megatron's attention sublayers is not known here); use --to-hf",
             o->load, cfg.attn_layers);
-    size_t in_rows = (size_t)2 * d.Kd + 2 * (size_t)d.Vd + 2 * (size_t)d.HV, conv_ch = (size_t)2 * d.Kd + d.Vd;
-    size_t per_layer = in_rows * d.h + conv_ch * d.K + (size_t)2 * d.F * d.h;
-    float *fused = xmalloc((size_t)d.L * per_layer * sizeof(float)); // must outlive the writer
     TorchWriter *w = torch_writer_new();
     torch_writer_int(w, "iteration", st.iteration);
     torch_writer_begin_dict(w, "model");
-    int64_t s2[2], s3[3], s1[1];
-    s2[0] = d.V;
-    s2[1] = d.h;
-    torch_writer_tensor(w, "embedding.word_embeddings.weight", dt, 2, s2, params + pl.embeddings);
-    char nm[160], meg[160];
-#define HF(suffix) (snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix), slot(&pl, params, nm))
-#define MEG(sub, what) (snprintf(meg, sizeof meg, "decoder.layers.%d.%s", sub, what), meg)
-    for (int l = 0; l < d.L; l++) {
-        float *in_proj = fused + (size_t)l * per_layer, *conv = in_proj + in_rows * d.h, *fc1 = conv + conv_ch * d.K;
-        const char *parts[6] = {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight",
-                                "attn.g_proj.weight", "attn.b_proj.weight", "attn.a_proj.weight"};
-        int rows[6] = {d.Kd, d.Kd, d.Vd, d.Vd, d.HV, d.HV};
-        size_t r0 = 0;
-        for (int k = 0; k < 6; k++) {
-            memcpy(in_proj + r0 * d.h, HF(parts[k]), (size_t)rows[k] * d.h * sizeof(float));
-            r0 += (size_t)rows[k];
-        }
-        memcpy(conv, HF("attn.q_conv1d.weight"), (size_t)d.Kd * d.K * sizeof(float));
-        memcpy(conv + (size_t)d.Kd * d.K, HF("attn.k_conv1d.weight"), (size_t)d.Kd * d.K * sizeof(float));
-        memcpy(conv + (size_t)2 * d.Kd * d.K, HF("attn.v_conv1d.weight"), (size_t)d.Vd * d.K * sizeof(float));
-        memcpy(fc1, HF("mlp.gate_proj.weight"), (size_t)d.F * d.h * sizeof(float));
-        memcpy(fc1 + (size_t)d.F * d.h, HF("mlp.up_proj.weight"), (size_t)d.F * d.h * sizeof(float));
-        int sg = 2 * l, sp = 2 * l + 1;
-        s1[0] = d.h;
-        torch_writer_tensor(w, MEG(sg, te ? "mixer.in_proj.layer_norm_weight" : "norm.weight"), dt, 1, s1,
-                            HF("attn_norm.weight"));
-        s2[0] = (int64_t)in_rows;
-        s2[1] = d.h;
-        torch_writer_tensor(w, MEG(sg, "mixer.in_proj.weight"), dt, 2, s2, in_proj);
-        s1[0] = d.HV;
-        torch_writer_tensor(w, MEG(sg, "mixer.A_log"), TD_F32, 1, s1, HF("attn.A_log"));
-        torch_writer_tensor(w, MEG(sg, "mixer.dt_bias"), TD_F32, 1, s1, HF("attn.dt_bias"));
-        s3[0] = (int64_t)conv_ch;
-        s3[1] = 1;
-        s3[2] = d.K;
-        torch_writer_tensor(w, MEG(sg, "mixer.conv1d.weight"), dt, 3, s3, conv);
-        s1[0] = d.dv;
-        torch_writer_tensor(w, MEG(sg, "mixer.out_norm.weight"), dt, 1, s1, HF("attn.o_norm.weight"));
-        s2[0] = d.h;
-        s2[1] = d.Vd;
-        torch_writer_tensor(w, MEG(sg, "mixer.out_proj.weight"), dt, 2, s2, HF("attn.o_proj.weight"));
-        s1[0] = d.h;
-        torch_writer_tensor(w, MEG(sp, te ? "mlp.linear_fc1.layer_norm_weight" : "pre_mlp_layernorm.weight"), dt, 1, s1,
-                            HF("mlp_norm.weight"));
-        s2[0] = 2 * (int64_t)d.F;
-        s2[1] = d.h;
-        torch_writer_tensor(w, MEG(sp, "mlp.linear_fc1.weight"), dt, 2, s2, fc1);
-        s2[0] = d.h;
-        s2[1] = d.F;
-        torch_writer_tensor(w, MEG(sp, "mlp.linear_fc2.weight"), dt, 2, s2, HF("mlp.down_proj.weight"));
+    // In table order, which is Megatron's: each run of a block's tensors with the same Megatron name is one
+    // fused tensor, and the run is contiguous in the flat buffer, so it is written in place.
+    for (int i = 0; i < pl.ntensors;) {
+        const TensorInfo *t = &pl.tensors[i];
+        int j = i + 1;
+        int64_t shape[3] = {t->shape[0], t->shape[1], t->shape[2]};
+        while (j < pl.ntensors && pl.tensors[j].layer == t->layer && !strcmp(pl.tensors[j].meg, t->meg))
+            shape[0] += pl.tensors[j++].shape[0];
+        char meg[160];
+        const char *name = te ? t->meg_te : t->meg;
+        if (t->layer < 0) snprintf(meg, sizeof meg, "%s", name);
+        else snprintf(meg, sizeof meg, "decoder.layers.%d.%s", 2 * t->layer + t->meg_sub, name);
+        torch_writer_tensor(w, meg, t->meg_fp32 ? TD_F32 : dt, t->ndim, shape, params + t->off);
+        i = j;
     }
-#undef HF
-#undef MEG
-    s1[0] = d.h;
-    torch_writer_tensor(w, "decoder.final_norm.weight", dt, 1, s1, params + pl.norm);
     torch_writer_float(w, "checkpoint_version", 3.0);
     char dir[1100], path[1300], err[ERR_LEN], txt[32];
     snprintf(dir, sizeof dir, "%s/iter_%07" PRId64 "/mp_rank_00", o->output_dir, st.iteration);
@@ -653,7 +573,6 @@ static int cmd_to_megatron(const Opts *o) {
     snprintf(path, sizeof path, "%s/model_optim_rng.pt", dir);
     if (torch_writer_save(w, path, err, sizeof err)) die("%s", err);
     torch_writer_free(w);
-    free(fused);
     snprintf(dir, sizeof dir, "%s/latest_checkpointed_iteration.txt", o->output_dir);
     snprintf(txt, sizeof txt, "%" PRId64, st.iteration);
     if (write_file_atomic(dir, txt, strlen(txt), err, sizeof err)) die("%s", err);

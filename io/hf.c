@@ -277,7 +277,7 @@ char *hf_config_json(const Config *cfg, const char *torch_dtype, char *err, size
         py_float(th, sizeof th, d.rope_theta, 1);
         buf_printf(&a, "{\n    \"layers\": [\n");
         for (int l = 0, k = 0; l < d.L; l++)
-            if (d.is_attn[l]) buf_printf(&a, "%s      %d", k++ ? ",\n" : "", l);
+            if (d.kind[l] == LAYER_ATTN) buf_printf(&a, "%s      %d", k++ ? ",\n" : "", l);
         buf_printf(&a, "\n    ],\n    \"num_heads\": %d,\n    \"num_kv_heads\": %d,\n    \"qkv_bias\": %s,\n"
                    "    \"rope_theta\": %s,\n    \"window_size\": ",
                    d.Ha, d.Hkv, d.qkv_bias ? "true" : "false", th);

@@ -27,7 +27,7 @@ char *hf_config_json(const Config *cfg, const char *torch_dtype, char *err, size
 // Loads the weights of <dir> (any of F32/BF16/F16) into params [pl->total]; every tensor of pl must be
 // present exactly once with its shape; lm_head.weight may be absent or must equal the embeddings.
 int hf_load_weights(const char *dir, const ParamLayout *pl, float *params, char *err, size_t errlen);
-// config + weights (the contract of model/model_load.c): *params malloc'd.
+// config + weights (the contract of io/model_load.c): *params malloc'd.
 int hf_load_model(const char *dir, Config *cfg, float **params, char *err, size_t errlen);
 // Writes out_dir/{config.json, model.safetensors} (A_log and dt_bias F32, the rest in `dtype`, no lm_head),
 // and, when tokenizer is a tokenizer.json file or a directory holding one, the tokenizer files.

@@ -82,12 +82,24 @@ static int cmp_by_name(const void *a, const void *b) {
 // Parses the header JSON and fills f->tensors / f->meta_*; data pointers point into data area `base`.
 static int parse_header(StFile *f, const char *path, const char *hdr, size_t hlen, const uint8_t *base,
                         uint64_t data_size, char *err, size_t errlen) {
+    // cJSON ends a string at an escaped NUL, so "a\u0000b" would silently become the name "a" (other readers
+    // keep the whole name): refuse it. A backslash only occurs inside strings in JSON, and "\\" is skipped.
+    for (size_t i = 0; i + 1 < hlen; i++)
+        if (hdr[i] == '\\') {
+            if (hdr[i + 1] == 'u' && i + 5 < hlen && !memcmp(hdr + i + 2, "0000", 4))
+                return set_err(err, errlen, "%s: header byte %zu: a name or value contains NUL (\\u0000)", path, i);
+            i++; // the escaped character
+        }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(hdr, hlen, &end, 0);
     if (!root) {
         size_t at = cJSON_GetErrorPtr() ? (size_t)(cJSON_GetErrorPtr() - hdr) : 0;
         if (at > hlen) at = 0;
         return set_err(err, errlen, "%s: header is not valid JSON (near header byte %zu)", path, at);
+    }
+    if (end && memchr(hdr, 0, (size_t)(end - hdr))) {
+        cJSON_Delete(root);
+        return set_err(err, errlen, "%s: a NUL byte inside the header JSON", path);
     }
     for (const char *p = end; p && p < hdr + hlen; p++)
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r' && *p != 0) {

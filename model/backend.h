@@ -12,18 +12,44 @@
 // * Parameter gradients (float *dw...) ACCUMULATE (+=) so micro-batches add up; activation gradients
 //   OVERWRITE unless an `accumulate` argument says otherwise.
 // * Reductions are deterministic: no float atomics, a fixed order independent of thread count.
-// * Ops are asynchronous on CUDA (one stream); only memcpy_d2h and sync wait.
+// * Ops are asynchronous on CUDA (one stream); memcpy_h2d, memcpy_d2h, free and sync wait for it (so a
+//   host buffer may be reused after memcpy_h2d, and free never pulls memory from under a queued op).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
+
+// The delta rule's chunk length (FLA's chunk_size): it fixes the layout of the per-chunk states h_save,
+// [B, HV, ceil(T / GDN_CHUNK), dk, dv], which the forward writes and the backward reads.
+#define GDN_CHUNK 64
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+// Inputs of the gated delta rule, shared by its forward and backward. Token rows n = b*T + t, N = B*T.
+typedef struct {
+    const void *q, *k; int ldqk;   // [N, H*dk] each, L2-normed, row stride ldqk
+    const void *v; int ldv;        // [N, HV*dv]; v head j reads q/k head j / (HV/H)
+    const float *beta, *gamma;     // [N, HV] fp32
+    void *h_save;                  // per-chunk start states [B, HV, NT, dk, dv] act (NT = ceil(T/GDN_CHUNK)): the
+                                   // forward writes them (NULL: not kept), the backward reads them
+    int B, T, H, HV, dk, dv;
+    float scale;                   // applied to q . k (dk^-1/2)
+} DeltaRuleArgs;
+
+// Gradients of the delta rule's inputs: dq, dk [N, H*dk] (each summed over its q/k head's v heads) with row
+// stride lddqk, dv [N, HV*dv] stride lddv, dbeta and dgamma [N, HV] fp32.
+typedef struct {
+    void *dq, *dk; int lddqk;
+    void *dv; int lddv;
+    float *dbeta, *dgamma;
+} DeltaRuleGrads;
+
 typedef struct Backend {
-    const char *name; // "cpu", "cuda"
+    const char *name; // "cpu", "cuda": for messages only (code asks the table, never the name)
     int act_bytes;    // 4 or 2
+    int eval_batch;   // preferred sequences per scoring forward (eval): small on the CPU, all at once on a GPU
+    // (every entry from alloc on is a function the backend must set)
 
     // ---- memory
     void *(*alloc)(size_t bytes); // zero-filled; dies with the size asked and a hint on failure
@@ -33,6 +59,10 @@ typedef struct Backend {
     void (*memcpy_d2d)(void *dst, const void *src, size_t bytes);
     void (*memset0)(void *p, size_t bytes);
     void (*sync)(void);
+    size_t (*mem_used)(void); // bytes of backend memory in use now (CUDA: the device's, pool included)
+    // Runs fn(ctx) reps times and returns the milliseconds per call: between events on the backend's stream
+    // on CUDA, wall clock on the CPU (<0 where there is no clock, e.g. the emulator).
+    double (*time_ms)(void (*fn)(void *), void *ctx, int reps);
     void (*to_act)(void *dst, const float *src, size_t n);   // fp32 -> act (RNE for bf16)
     void (*from_act)(float *dst, const void *src, size_t n); // act -> fp32
 
@@ -82,20 +112,12 @@ typedef struct Backend {
                      const float *dgamma, const void *b, const void *a, const float *A_log, const float *dt_bias,
                      int N, int HV);
 
-    // ---- gated delta rule (spec model.md §2.4 semantics, chunk size 64 form §3)
-    // q, k: [N, H*dk] (L2-normed) with row stride ldqk; v: [N, HV*dv] stride ldv; beta, gamma: [N, HV] fp32.
-    // v head j reads q/k head j / (HV/H). o: [N, HV*dv] stride ldo.
-    // h_save: per-chunk start states [B, HV, NT, dk, dv] act (NT = ceil(T/64)), kept for backward; may be NULL.
-    // state: [B, HV, dk, dv] fp32, initial state in and final state out; NULL = zero initial, not returned.
-    void (*delta_rule_fwd)(void *o, int ldo, void *h_save, float *state, const void *q, const void *k, int ldqk,
-                           const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H,
-                           int HV, int dk, int dv, float scale);
-    // Overwrites dQ, dK ([N, H*dk], summed over each q/k head's v heads), dV, dbeta, dgamma (fp32 [N,HV]).
-    // Zero initial state assumed (training).
-    void (*delta_rule_bwd)(void *dQ, void *dK, int lddqk, void *dV, int lddv, float *dbeta, float *dgamma,
-                           const void *do_, int lddo, const void *h_save, const void *q, const void *k, int ldqk,
-                           const void *v, int ldv, const float *beta, const float *gamma, int B, int T, int H,
-                           int HV, int dk, int dv, float scale);
+    // ---- gated delta rule (spec model.md §2.4 semantics, chunk size 64 form §3); arguments in DeltaRuleArgs.
+    // o: [N, HV*dv] stride ldo. state: [B, HV, dk, dv] fp32, initial state in and final state out; NULL = zero
+    // initial, not returned.
+    void (*delta_rule_fwd)(const DeltaRuleArgs *a, void *o, int ldo, float *state);
+    // Gradients into g (all overwritten) from do_ [N, HV*dv] stride lddo. Zero initial state assumed (training).
+    void (*delta_rule_bwd)(const DeltaRuleArgs *a, const void *do_, int lddo, const DeltaRuleGrads *g);
 
     // ---- output norm and gate (FLA FusedRMSNormGated, swish): per (n, v head j), over e < dv:
     // y = o * rstd * w[e] * silu(z), rstd[n*HV+j] = (mean_e o^2 + eps)^-1/2.
@@ -164,14 +186,37 @@ typedef struct Backend {
     void *(*capture_end)(void);        // the replayable graph, or NULL if the capture failed
     void (*graph_launch)(void *graph); // asynchronous, on the backend's stream
     void (*graph_free)(void *graph);
+
+    // ---- collectives across data-parallel ranks (issue 19; train/dist.c drives them). NULL where the backend
+    // has none (CPU: its memory is the host's, reduced by train/dist.c through shared memory or Gloo).
+    // One communicator per process; collectives run in order on the backend's stream.
+    int (*comm_id_size)(void);                                   // bytes of the bootstrap id (<= 512)
+    int (*comm_unique_id)(void *id, char *err, size_t errlen);   // rank 0; the id reaches the others by the CPU channel
+    int (*comm_init)(const void *id, int rank, int world, char *err, size_t errlen);
+    void (*comm_allreduce_sum)(float *buf, size_t n); // in place, the same bits on every rank
+    // rank r owns buf[offs[r], offs[r+1]): reduce-scatter leaves the sum in each owned range (the rest of buf
+    // undefined); all-gather copies every owned range to every rank. offs: host [world+1].
+    void (*comm_reduce_scatter_sum)(float *buf, const size_t *offs);
+    void (*comm_allgather)(float *buf, const size_t *offs);
+    // overlap with the backward: the all-reduce runs on a communication stream once the compute stream has
+    // reached this point (an event); comm_wait makes the compute stream wait for all of them.
+    void (*comm_allreduce_sum_async)(float *buf, size_t n);
+    void (*comm_wait)(void);
+    void (*comm_free)(void);
 } Backend;
 
 const Backend *backend_cpu(void);
+// The CPU table with the token-by-token delta rule (cpu/delta_rule_recurrent.c, the reference form that
+// config key delta_rule=recurrent asks for) in place of the chunked one; everything else as backend_cpu().
+const Backend *backend_cpu_recurrent(void);
 // CUDA backend (cuda/backend.cu); NULL when built without CUDA or no usable GPU. precision_bf16 picks
 // the activation dtype. err gets the reason for NULL.
 const Backend *backend_cuda(int precision_bf16, char *err, size_t errlen);
 // Picks by name: "cpu", "cuda", "auto" (cuda when available). Dies with a clear message on failure.
 const Backend *backend_select(const char *device, const char *precision);
+// The table for a config's delta_rule: "chunk" = be; "recurrent" = backend_cpu_recurrent() (be must be the
+// CPU's; dies otherwise).
+const Backend *backend_with_delta_rule(const Backend *be, const char *delta_rule);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-// backend_select.c: --device cpu|cuda|auto.
+// backend_select.c: --device cpu|cuda|auto, and the delta rule form a config asks for.
 #include <string.h>
 
 #include "../util/common.h"
@@ -18,4 +18,11 @@ const Backend *backend_select(const char *device, const char *precision) {
         return be ? be : backend_cpu();
     }
     die("unknown device '%s' (expected cpu, cuda or auto)", device);
+}
+
+const Backend *backend_with_delta_rule(const Backend *be, const char *delta_rule) {
+    if (!strcmp(delta_rule, "chunk")) return be;
+    if (strcmp(delta_rule, "recurrent")) die("delta_rule must be chunk or recurrent (got '%s')", delta_rule);
+    if (be != backend_cpu()) die("delta_rule=recurrent is the CPU reference form; use chunk on %s", be->name);
+    return backend_cpu_recurrent();
 }

@@ -31,8 +31,63 @@ static const struct { const char *alias, *key; int factor; } aliases[] = {
     {"head_dim", "linear_key_head_dim", 1},       {"conv_size", "linear_conv_kernel_dim", 1},
     {"norm_eps", "norm_epsilon", 1},              {"layernorm_epsilon", "norm_epsilon", 1},
     {"initializer_range", "init_method_std", 1},  {"train_steps", "train_iters", 1},
-    {"data_path", "train_data_path", 1},
 };
+
+// Valid range of every numeric key (reliability): checked wherever a value is set (YAML, flag, JSON), so the
+// error names the file and line or the flag. open_lo: the lower bound itself is excluded. A numeric key without
+// a row here is an error at startup (tests/test_config.c), so a new key gets its range when it is added.
+static const struct { const char *key; double lo, hi; int open_lo; } ranges[] = {
+    {"hidden_size", 1, 1 << 20, 0},           {"num_layers", 2, 1 << 16, 0},
+    {"ffn_hidden_size", 1, 1 << 22, 0},       {"linear_num_key_heads", 1, 4096, 0},
+    {"linear_num_value_heads", 1, 4096, 0},   {"linear_key_head_dim", 1, 4096, 0},
+    {"linear_value_head_dim", 1, 4096, 0},    {"linear_conv_kernel_dim", 1, 64, 0},
+    {"vocab_size", 1, 1 << 26, 0},            {"norm_epsilon", 0, 1, 1},
+    {"init_method_std", 0, 10, 0},            {"train_iters", 1, 2000000000, 0},
+    {"micro_batch_size", 1, 1 << 20, 0},      {"global_batch_size", 1, 1 << 30, 0},
+    {"seq_length", 1, 1 << 24, 0},            {"lr", 0, 1000, 0},
+    {"min_lr", 0, 1000, 0},                   {"lr_warmup_iters", 0, 2000000000, 0},
+    {"lr_decay_iters", 0, 2000000000, 0},     {"weight_decay", 0, 1000, 0},
+    {"adam_beta1", 0, 0.999999, 0},           {"adam_beta2", 0, 0.999999999, 0},
+    {"adam_eps", 0, 1, 1},                    {"clip_grad", 0, 1e9, 0},
+    {"seed", 0, 2000000000, 0},               {"log_interval", 1, 2000000000, 0},
+    {"save_interval", 0, 2000000000, 0},      {"exit_interval", 0, 2000000000, 0},
+    {"eos_token_id", 0, (1 << 26) - 1, 0},    {"nproc_per_node", 1, 1024, 0},
+    // distributed (issue 19)
+    {"distributed_timeout_minutes", 0, 1e6, 1}, {"ddp_bucket_size", 0, 2000000000, 0},
+    // blends, validation, stops (issue 18)
+    {"mid_level_dataset_surplus", 0, 10, 0},  {"eval_interval", 0, 2000000000, 0},
+    {"eval_iters", 0, 2000000000, 0},         {"exit_duration_in_mins", 0, 1e9, 0},
+    // hybrid attention (issue 21): 0 heads / kv heads / window = unset, full causal
+    {"attn_num_heads", 0, 4096, 0},           {"attn_num_kv_heads", 0, 4096, 0},
+    {"attn_window_size", 0, 1 << 24, 0},      {"attn_rope_theta", 0, 1e12, 1},
+};
+
+int config_key_range(const char *key, double *lo, double *hi, int *open_lo) {
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        if (!strcmp(ranges[i].key, key)) {
+            *lo = ranges[i].lo, *hi = ranges[i].hi, *open_lo = ranges[i].open_lo;
+            return 0;
+        }
+    return -1;
+}
+
+int config_nkeys(void) { return NKEYS; }
+const char *config_key_name(int i, int *type) {
+    if (i < 0 || i >= NKEYS) return NULL;
+    if (type) *type = keys[i].type;
+    return keys[i].name;
+}
+
+static int check_range(const KeyInfo *k, double d, const char *v, char *err, size_t errlen) {
+    double lo, hi;
+    int open_lo;
+    if (config_key_range(k->name, &lo, &hi, &open_lo))
+        return set_err(err, errlen, "key '%s' has no valid range in model/config.c (add one)", k->name);
+    if (d < lo || d > hi || (open_lo && d == lo))
+        return set_err(err, errlen, "key '%s': %s is out of range, expected %s%.10g, %.10g]", k->name, v, open_lo ? "(" : "[",
+                       lo, hi);
+    return 0;
+}
 
 static const KeyInfo *find_key(const char *name) {
     for (int i = 0; i < NKEYS; i++)
@@ -52,8 +107,9 @@ static int set_key(Config *c, const KeyInfo *k, const char *v, int factor, char 
     case CK_INT: {
         errno = 0;
         double d = strtod(v, &end); // accepts 1e3 style integers too
-        if (errno || end == v || *end || d != floor(d) || fabs(d) > 2e9)
+        if (errno || end == v || *end || d != floor(d)) // the range check below keeps it inside an int
             return set_err(err, errlen, "key '%s': expected an integer, got '%s'", k->name, v);
+        if (check_range(k, d * factor, v, err, errlen)) return -1;
         *(int *)base = (int)d * factor;
         return 0;
     }
@@ -62,6 +118,9 @@ static int set_key(Config *c, const KeyInfo *k, const char *v, int factor, char 
         double d = strtod(v, &end);
         if (errno || end == v || *end || !isfinite(d))
             return set_err(err, errlen, "key '%s': expected a number, got '%s'", k->name, v);
+        if (!isfinite((float)d))
+            return set_err(err, errlen, "key '%s': %s overflows a float (largest 3.4e38)", k->name, v);
+        if (check_range(k, d, v, err, errlen)) return -1;
         *(float *)base = (float)d;
         return 0;
     }
@@ -111,8 +170,9 @@ int config_load_yaml(Config *c, const char *path, char *err, size_t errlen) {
     yaml_parser_t p;
     yaml_parser_initialize(&p);
     yaml_parser_set_input_file(&p, f);
-    char key[128] = "", list[256] = "";
+    char key[128] = "";
     int have_key = 0, depth = 0, rc = 0, done = 0, attn_depth = 0, in_list = 0;
+    char list[4096];
     while (!done) {
         yaml_event_t ev;
         if (!yaml_parser_parse(&p, &ev)) {
@@ -132,31 +192,36 @@ int config_load_yaml(Config *c, const char *path, char *err, size_t errlen) {
             depth--; have_key = 0;
             break;
         case YAML_SEQUENCE_START_EVENT:
-            if (!have_key || strcmp(key, "attn_layers") || in_list) {
+            // data path lists (Megatron's nargs='*' keys) are joined with spaces, FLA's attn layers with commas;
+            // no other key takes a list
+            if (!have_key || (!strstr(key, "data_path") && strcmp(key, "attn_layers")) || in_list) {
                 rc = set_err(err, errlen, "%s:%zu: key '%s': lists are not supported%s", path, ev.start_mark.line + 1,
                              key, !strcmp(key, "attn") ? " (FLA's list of attention specs: give one spec)" : "");
                 done = 1;
+            } else {
+                in_list = 1;
+                list[0] = 0;
             }
-            in_list = 1; list[0] = 0;
             break;
         case YAML_SEQUENCE_END_EVENT: {
             char e2[ERR_LEN];
-            in_list = 0; have_key = 0;
             if (config_set(c, key, list, e2, sizeof e2)) {
                 rc = set_err(err, errlen, "%s:%zu: %s", path, ev.start_mark.line + 1, e2);
                 done = 1;
             }
+            in_list = 0;
+            have_key = 0;
             break;
         }
         case YAML_SCALAR_EVENT:
             if (in_list) {
-                const char *v = (const char *)ev.data.scalar.value;
-                if (strlen(list) + strlen(v) + 2 > sizeof list) {
+                size_t n = strlen(list), add = strlen((const char *)ev.data.scalar.value);
+                if (n + add + 2 > sizeof list) {
                     rc = set_err(err, errlen, "%s:%zu: key '%s': list too long", path, ev.start_mark.line + 1, key);
                     done = 1;
                 } else {
-                    if (list[0]) strcat(list, ",");
-                    strcat(list, v);
+                    snprintf(list + n, sizeof list - n, "%s%s", n ? (strcmp(key, "attn_layers") ? " " : ",") : "",
+                             (const char *)ev.data.scalar.value);
                 }
             } else if (!have_key) {
                 snprintf(key, sizeof key, "%s%s", attn_depth ? "attn_" : "", (const char *)ev.data.scalar.value);
@@ -211,7 +276,7 @@ int config_apply_flags(Config *c, int *argc, char **argv, char *err, size_t errl
 
 // attn_layers "3,7,11" -> is_attn flags; -1 with err set on a malformed list.
 static int parse_attn_layers(const Config *c, int L, unsigned char *is_attn, char *err, size_t errlen) {
-    memset(is_attn, 0, GDN_MAX_LAYERS);
+    memset(is_attn, 0, GDN_MAX_BLOCKS);
     int n = 0;
     const char *s = c->attn_layers;
     while (*s) {
@@ -222,7 +287,7 @@ static int parse_attn_layers(const Config *c, int L, unsigned char *is_attn, cha
         long v = strtol(s, &end, 10);
         if (end == s || errno)
             return set_err(err, errlen, "key 'attn_layers': expected comma-separated block indices, got '%s'", c->attn_layers);
-        if (v < 0 || v >= L || v >= GDN_MAX_LAYERS)
+        if (v < 0 || v >= L || v >= GDN_MAX_BLOCKS)
             return set_err(err, errlen, "key 'attn_layers': block %ld is outside [0, %d) (num_layers %d = %d GDN blocks)",
                            v, L, 2 * L, L);
         if (is_attn[v]) return set_err(err, errlen, "key 'attn_layers': block %ld is listed twice", v);
@@ -236,9 +301,18 @@ static int parse_attn_layers(const Config *c, int L, unsigned char *is_attn, cha
     return n;
 }
 
+const char *layer_kind_name(int kind) {
+    static const char *names[] = {
+#define X(e, name) [e] = #name,
+        LAYER_KINDS(X)
+#undef X
+    };
+    return kind >= 0 && kind < LAYER_NKINDS ? names[kind] : "?";
+}
+
 ModelDims config_dims(const Config *c) {
     ModelDims d;
-    memset(&d, 0, sizeof d); // compared with memcmp (train --load)
+    memset(&d, 0, sizeof d); // compared with memcmp (train.c: checkpoint shape check)
     d.h = c->hidden_size;
     d.L = c->num_layers / 2;
     d.H = c->num_heads;
@@ -252,9 +326,13 @@ ModelDims config_dims(const Config *c) {
     d.V = c->vocab_size;
     d.eps = c->norm_eps;
     d.init_std = c->init_std;
+    for (int l = 0; l < d.L && l < GDN_MAX_BLOCKS; l++) d.kind[l] = LAYER_GDN; // the one place a block's kind is chosen (attn_layers below)
     char err[ERR_LEN];
-    int n = parse_attn_layers(c, d.L, d.is_attn, err, sizeof err);
+    unsigned char is_attn[GDN_MAX_BLOCKS];
+    int n = parse_attn_layers(c, d.L, is_attn, err, sizeof err);
     if (n > 0 && c->attn_num_heads > 0) { // config_validate reports the other cases
+        for (int l = 0; l < d.L && l < GDN_MAX_BLOCKS; l++)
+            if (is_attn[l]) d.kind[l] = LAYER_ATTN;
         d.n_attn = n;
         d.Ha = c->attn_num_heads;
         d.Hkv = c->attn_num_kv_heads > 0 ? c->attn_num_kv_heads : d.Ha;
@@ -264,8 +342,6 @@ ModelDims config_dims(const Config *c) {
         d.qkv_bias = c->attn_qkv_bias;
         d.window = c->attn_window_size;
         d.rope_theta = c->attn_rope_theta;
-    } else {
-        memset(d.is_attn, 0, sizeof d.is_attn);
     }
     return d;
 }
@@ -281,11 +357,14 @@ int config_validate(const Config *c, char *err, size_t errlen) {
 #undef POS
     if (c->num_layers % 2)
         return set_err(err, errlen, "num_layers must be even (GDN and MLP sublayers alternate), got %d", c->num_layers);
+    if (c->num_layers / 2 > GDN_MAX_BLOCKS)
+        return set_err(err, errlen, "num_layers %d: at most %d blocks (%d sublayers)", c->num_layers, GDN_MAX_BLOCKS,
+                       2 * GDN_MAX_BLOCKS);
     if (c->num_v_heads % c->num_heads)
         return set_err(err, errlen, "linear_num_value_heads (%d) must be a multiple of linear_num_key_heads (%d)",
                        c->num_v_heads, c->num_heads);
     // hybrid attention (spec hybrid.md §1.1; Ha % Hkv is checked here, FLA leaves it to flash-attn)
-    unsigned char is_attn[GDN_MAX_LAYERS];
+    unsigned char is_attn[GDN_MAX_BLOCKS];
     char e2[ERR_LEN];
     int na = parse_attn_layers(c, c->num_layers / 2, is_attn, e2, sizeof e2);
     if (na < 0) return set_err(err, errlen, "%s", e2);
@@ -302,6 +381,11 @@ int config_validate(const Config *c, char *err, size_t errlen) {
         if (!(c->attn_rope_theta > 0)) return set_err(err, errlen, "attn_rope_theta must be positive");
     }
     if (c->nproc_per_node < 1) return set_err(err, errlen, "nproc_per_node must be >= 1 (got %d)", c->nproc_per_node);
+    if (!(c->distributed_timeout_minutes > 0))
+        return set_err(err, errlen, "distributed_timeout_minutes must be > 0 (got %g)", c->distributed_timeout_minutes);
+    if (c->ddp_bucket_size < 0) return set_err(err, errlen, "ddp_bucket_size must be >= 0 (got %d)", c->ddp_bucket_size);
+    if (c->overlap_grad_reduce && c->use_distributed_optimizer)
+        return set_err(err, errlen, "overlap_grad_reduce with use_distributed_optimizer is not implemented (ZeRO-1 reduce-scatters after the backward)");
     if (c->global_batch_size % ((long)c->micro_batch_size * c->nproc_per_node))
         return set_err(err, errlen, "global_batch_size (%d) must be a multiple of micro_batch_size (%d) x nproc_per_node (%d)",
                        c->global_batch_size, c->micro_batch_size, c->nproc_per_node);
@@ -318,6 +402,9 @@ int config_validate(const Config *c, char *err, size_t errlen) {
     if (c->adam_beta1 < 0 || c->adam_beta1 >= 1 || c->adam_beta2 < 0 || c->adam_beta2 >= 1)
         return set_err(err, errlen, "adam betas must be in [0, 1)");
     if (!(c->norm_eps > 0)) return set_err(err, errlen, "norm_epsilon must be positive");
+    if (c->eval_interval < 0 || c->eval_iters < 0) return set_err(err, errlen, "eval_interval and eval_iters must be >= 0");
+    if (c->exit_duration_in_mins < 0) return set_err(err, errlen, "exit_duration_in_mins must be >= 0");
+    if (!(c->mid_level_dataset_surplus >= 0)) return set_err(err, errlen, "mid_level_dataset_surplus must be >= 0");
     return 0;
 }
 

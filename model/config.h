@@ -13,7 +13,6 @@ extern "C" {
 #endif
 
 enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
-#define GDN_MAX_LAYERS 256 // blocks a hybrid config may name (ModelDims.is_attn)
 
 // X(name, type, field, default, help)
 #define CONFIG_KEYS(X)                                                                                     \
@@ -58,14 +57,34 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(exit_interval, CK_INT, exit_interval, "0", "stop (with a checkpoint) after an iteration divisible by this") \
     X(load, CK_STR, load, "", "checkpoint directory or iter_N dir to resume from")                       \
     X(finetune, CK_BOOL, finetune, "false", "with load: take weights only, start at step 0")             \
-    X(train_data_path, CK_STR, train_data_path, "", "Megatron .bin/.idx prefix")                         \
+    X(train_data_path, CK_STR, train_data_path, "", "train set: Megatron .bin/.idx prefix, or 'A B' / 'w1 A w2 B' blend") \
+    /* blends, split, validation (issue 18; data/blend.c, train/validate.c) */                            \
+    X(valid_data_path, CK_STR, valid_data_path, "", "validation set: prefix or blend list (as train_data_path)") \
+    X(test_data_path, CK_STR, test_data_path, "", "test set: prefix or blend list (as train_data_path)")  \
+    X(data_path, CK_STR, data_path, "", "prefix or blend list, cut into train/valid/test by split")      \
+    X(split, CK_STR, split, "", "train,valid,test weights of each data_path prefix's sequences (default 969,30,1)") \
+    X(mid_level_dataset_surplus, CK_FLOAT, mid_level_dataset_surplus, "0.005", "extra share each blended dataset is built for") \
+    X(eval_interval, CK_INT, eval_interval, "0", "iterations between validations (0 = only at the end)")  \
+    X(eval_iters, CK_INT, eval_iters, "100", "global batches per validation (0 = no validation)")        \
+    X(eval_same_samples, CK_BOOL, eval_same_samples, "false", "every validation reads the same first samples (comparable points)") \
+    /* graceful stops (issue 18; train/signals.c) */                                                     \
+    X(exit_signal_handler, CK_BOOL, exit_signal_handler, "false", "SIGTERM/SIGINT: finish the iteration, save, exit") \
+    X(exit_duration_in_mins, CK_FLOAT, exit_duration_in_mins, "0", "save and stop after this many minutes (0 = off)") \
     X(data_order, CK_STR, data_order, "megatron", "megatron (GPTDataset) | fla (FLA-aligned chunks)")     \
     X(eos_token_id, CK_INT, eos_token_id, "128001", "EOS id; with data_order fla its labels are ignored (FLA's collator pads with EOS)") \
     X(metrics_file, CK_STR, metrics_file, "", "JSONL metrics file (default <save>/metrics.jsonl)")       \
+    /* run monitoring (train/runlog.c) */                                                                  \
+    X(tensorboard_dir, CK_STR, tensorboard_dir, "", "TensorBoard event files go here (Megatron's tags)")    \
+    X(report_dir, CK_STR, report_dir, "", "refresh a `gdn report` page (HTML, plots) here at log intervals (<= every 10 s)") \
     X(device, CK_STR, device, "auto", "cpu | cuda | auto")                                                \
     X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
     X(delta_rule, CK_STR, delta_rule, "chunk", "chunk | recurrent (CPU reference form)")                 \
-    X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores")
+    X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores") \
+    /* distributed training (issue 19) */                                                                  \
+    X(use_distributed_optimizer, CK_BOOL, use_distributed_optimizer, "false", "ZeRO-1: reduce-scatter the grads, shard the AdamW state, all-gather the weights") \
+    X(distributed_timeout_minutes, CK_FLOAT, distributed_timeout_minutes, "10", "a rank silent this long (dead or hung) stops every rank") \
+    X(ddp_bucket_size, CK_INT, ddp_bucket_size, "0", "gradient all-reduce in buckets of >= this many elements (0: one, or 40M with overlap)") \
+    X(overlap_grad_reduce, CK_BOOL, overlap_grad_reduce, "false", "start each bucket's all-reduce during the backward, once its gradients are final")
 
 typedef struct {
     int hidden_size, num_layers, ffn_hidden_size, num_heads, num_v_heads, head_dim, v_head_dim;
@@ -84,11 +103,35 @@ typedef struct {
     int save_interval, exit_interval;
     char load[512];
     int finetune;
-    char train_data_path[512], data_order[16], metrics_file[512], device[16], precision[16];
+    char train_data_path[2048], data_order[16], metrics_file[512], device[16], precision[16];
+    // issue 18: blends, split, validation, graceful stops
+    char valid_data_path[2048], test_data_path[2048], data_path[2048], split[64];
+    float mid_level_dataset_surplus;
+    int eval_interval, eval_iters, eval_same_samples, exit_signal_handler;
+    float exit_duration_in_mins;
     int eos_token_id;
     char delta_rule[16];
     int nproc_per_node;
+    char tensorboard_dir[512], report_dir[512]; // run monitoring
+    int use_distributed_optimizer; // issue 19
+    float distributed_timeout_minutes;
+    int ddp_bucket_size, overlap_grad_reduce;
 } Config;
+
+// Layer kinds: each block is attn_norm, a mixer, mlp_norm and the SwiGLU MLP; its kind picks the mixer.
+// X(enum, name). A kind is added here, with its tensors in model/params.h (LAYER_TENSORS_<name>) and its
+// forward/backward/decode state in model/layer_<name>.c (see model/layer.h).
+#define LAYER_KINDS(X)                                                 \
+    X(LAYER_GDN, gdn) /* Gated DeltaNet mixer (FLA GatedDeltaNet) */   \
+    X(LAYER_ATTN, attn) /* softmax attention of a hybrid (FLA Attention) */
+typedef enum {
+#define X(e, name) e,
+    LAYER_KINDS(X)
+#undef X
+    LAYER_NKINDS
+} LayerKind;
+const char *layer_kind_name(int kind); // "gdn"
+#define GDN_MAX_BLOCKS 1024
 
 // The model shape derived from a Config (what the graph and the tensor table use).
 typedef struct {
@@ -102,9 +145,9 @@ typedef struct {
     int V;      // vocab
     float eps;
     float init_std;
+    unsigned char kind[GDN_MAX_BLOCKS]; // LayerKind of each block [L] (LAYER_ATTN: the blocks in attn_layers)
     // hybrid attention (spec hybrid.md): n_attn blocks have softmax attention instead of the GDN mixer
     int n_attn;
-    unsigned char is_attn[GDN_MAX_LAYERS]; // [L], 1 = attention block
     int Ha, Hkv, da;   // query heads, KV heads, head dim (h / Ha)
     int Dq, Dkv;       // Ha*da, Hkv*da
     int qkv_bias;      // q/k/v_proj biases
@@ -120,6 +163,11 @@ int config_load_yaml(Config *c, const char *path, char *err, size_t errlen);
 int config_apply_flags(Config *c, int *argc, char **argv, char *err, size_t errlen);
 int config_set(Config *c, const char *key, const char *value, char *err, size_t errlen);
 int config_validate(const Config *c, char *err, size_t errlen);
+// The key table, for tests and help: number of keys, the i-th key's name (type into *type when not NULL),
+// and a numeric key's valid range (-1 when it has none).
+int config_nkeys(void);
+const char *config_key_name(int i, int *type);
+int config_key_range(const char *key, double *lo, double *hi, int *open_lo);
 ModelDims config_dims(const Config *c);
 // Resolved config as a JSON object string (malloc'd); parsed back with config_from_json.
 char *config_to_json(const Config *c);

@@ -5,6 +5,8 @@
 
 #include "backend.h"
 #include "config.h"
+#include "layer_attn.h"
+#include "layer_gdn.h"
 #include "params.h"
 
 #ifdef __cplusplus
@@ -15,14 +17,8 @@ extern "C" {
 typedef struct {
     void *s_attn, *y_attn;   // residual stream into the attn norm [N,h] and its normed output
     float *rstd_attn;        // [N]
-    void *P;                 // fused in_proj output [N, 2Kd+2Vd+2HV] = [q|k|v|g|b|a]
-    void *C;                 // conv+SiLU output [N, 2Kd+Vd] = [q|k|v]
-    void *QK;                // L2-normed q|k [N, 2Kd]
-    float *qk_rstd;          // [N * 2H]
-    float *beta, *gamma;     // [N, HV]
-    void *h_save;            // per-chunk states [B, HV, NT, dk, dv]
-    void *o, *on;            // delta-rule output and its gated norm [N, Vd]
-    float *on_rstd;          // [N * HV]
+    GdnActs gdn;             // the mixer's, by kind (layer_<kind>.h); only the block's own kind is set
+    AttnActs attn;
     void *s_mlp, *y_mlp;     // residual stream into the mlp norm and its normed output [N,h]
     float *rstd_mlp;         // [N]
     void *GU, *Hh;           // [N, 2F] gate|up, [N, F] silu(gate)*up
@@ -31,6 +27,12 @@ typedef struct {
     void *aO;                // attention output [N, Dq]
     float *lse;              // [B, Ha, T] softmax logsumexp, for the backward
 } BlockActs;
+
+// Decode state of one block, by kind; only the block's own kind is set.
+typedef struct {
+    GdnState gdn;
+    AttnState attn;
+} LayerState;
 
 typedef struct Model {
     Config cfg;
@@ -46,13 +48,15 @@ typedef struct Model {
     int32_t *ids, *targets; // [N] backend memory
     void *emb;              // s_0 [N,h]
     BlockActs *blk;         // [L]
+    void *arena;            // every buffer above and below (sized for B x T), one allocation
+    size_t arena_used;      // bytes laid out so far
     void *s_final, *y_final; float *rstd_final;
     void *out;              // scratch sublayer output [N,h]
     float *losses;          // [N]
-    // backward scratch
-    void *dy, *ds0, *ds1, *dP, *dC, *dQK, *do_, *don, *dGU, *dH;
-    float *dbeta, *dgamma;
-    void *daQ, *daK, *daV, *daO; // attention blocks: [N, Dq], [N, Dkv] x 2, [N, Dq]
+    // backward scratch: of the stream and the MLP, and per mixer kind
+    void *dy, *ds0, *ds1, *dGU, *dH;
+    GdnGrads gdn_grads;
+    AttnGrads attn_grads;
     float *scalars;         // [64] backend scalars: loss slots, grad norm
     float *logits_buf;      // [64, V] fp32 for model_logits / model_score_rows, allocated on first use
     int32_t *score_idx;     // [2*64] targets | argmax for model_score_rows
@@ -60,19 +64,18 @@ typedef struct Model {
     void *score_y;          // [64, h] act: the scored rows of y_final, gathered
     size_t cap_N;           // rows the activations were allocated for (inference reuses them for fewer)
     unsigned acts_gen;      // bumped when the activations move (graphs recorded against them are stale)
-    Backend ops;            // the backend's table; be points here (delta_rule may be swapped for the recurrent form)
+    // issue 19: called by the backward once parameter gradients [first_param_offset, +count) are final for this
+    // micro-batch (each block, the final norm, the tied embedding last); NULL: nobody listens
+    void (*grad_ready)(struct Model *m, size_t first_param_offset, size_t count);
+    void *grad_ready_ctx;
 } Model;
 
-// Recurrent inference state of B sequences: per GDN block the conv windows (last K-1 pre-conv inputs of the
-// q|k|v channels) and each v head's delta-rule state, constant size whatever the length decoded; per
-// attention block of a hybrid a KV cache of RoPE'd keys and values, which grows with the tokens seen.
+// Recurrent inference state of B sequences: per block its kind's decode state (GDN: the conv windows and
+// each v head's delta-rule state, constant size whatever the length decoded; attention: a KV cache that
+// grows with the tokens seen).
 typedef struct {
     int B;
-    float **conv;  // [L] -> [B, 2Kd+Vd, K-1] (backend memory; NULL for attention blocks)
-    float **S;     // [L] -> [B, HV, dk, dv]
-    void **kc, **vc; // [L] -> [B, cap, Dkv] act (NULL for GDN blocks, and until the first token)
-    int cap, len;    // cache rows per sequence; tokens seen (host copy)
-    int32_t *pos;    // [1] backend memory: tokens seen, read and advanced by the recorded decode graph
+    LayerState *layer; // [L]
     // decode step (model_decode_step): device token ids [B] (the next input; the step overwrites them with
     // its argmax), logits [B, V] fp32, and the step recorded as a graph where the backend has graphs
     int32_t *tok;

@@ -9,7 +9,9 @@
 #include "../util/common.h"
 
 static void add_tensor(ParamLayout *pl, int *cap, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2,
-                       int init, int decay, int layer, size_t *off_field) {
+                       int init, int decay, int layer, int kind, int meg_sub, const char *meg, const char *meg_te,
+                       int meg_fp32, size_t *off_field) {
+    if ((size_t)d0 * (size_t)d1 * (size_t)d2 == 0) return; // an absent optional tensor (attention qkv biases)
     if (pl->ntensors == *cap) {
         *cap = *cap ? *cap * 2 : 64;
         pl->tensors = xrealloc(pl->tensors, (size_t)*cap * sizeof *pl->tensors);
@@ -26,6 +28,11 @@ static void add_tensor(ParamLayout *pl, int *cap, const char *name, int ndim, in
     t->init = init;
     t->decay = decay;
     t->layer = layer;
+    t->kind = kind;
+    t->meg_sub = meg_sub;
+    t->meg = meg;
+    t->meg_te = meg_te;
+    t->meg_fp32 = meg_fp32;
     *off_field = t->off;
     pl->total += t->numel;
 }
@@ -36,26 +43,33 @@ void params_layout(ParamLayout *pl, const ModelDims *dims) {
     pl->d = d;
     pl->layer = xcalloc((size_t)d.L, sizeof *pl->layer);
     int cap = 0;
-    add_tensor(pl, &cap, "model.embeddings.weight", 2, d.V, d.h, 1, INIT_NORMAL, 1, -1, &pl->embeddings);
+    add_tensor(pl, &cap, "model.embeddings.weight", 2, d.V, d.h, 1, INIT_NORMAL, 1, -1, -1, -1,
+               "embedding.word_embeddings.weight", "embedding.word_embeddings.weight", 0, &pl->embeddings);
     for (int l = 0; l < d.L; l++) {
         char name[96];
-        if (d.is_attn[l]) {
-#define X(field, hf, nd, a, b, c, init, decay, present)                                      \
-            if (present) {                                                                   \
-                snprintf(name, sizeof name, "model.layers.%d.%s", l, hf);                    \
-                add_tensor(pl, &cap, name, nd, a, b, c, init, decay, l, &pl->layer[l].field); \
-            }
-            ATTN_LAYER_TENSORS(X)
-#undef X
-            continue;
-        }
-#define X(field, hf, nd, a, b, c, init, decay)                                               \
+        int kind = d.kind[l];
+        LayerOffsets *lo = &pl->layer[l];
+#define ADD(field_ptr, hf, msub, meg, meg_te, mf32, nd, a, b, c, init, decay)                  \
         snprintf(name, sizeof name, "model.layers.%d.%s", l, hf);                            \
-        add_tensor(pl, &cap, name, nd, a, b, c, init, decay, l, &pl->layer[l].field);
-        GDN_LAYER_TENSORS(X)
+        add_tensor(pl, &cap, name, nd, a, b, c, init, decay, l, kind, msub, meg, meg_te, mf32, field_ptr);
+#define X(field, ...) ADD(&lo->field, __VA_ARGS__)
+        LAYER_TENSORS_PRE(X)
 #undef X
+        switch (kind) { // the block's mixer: its tensors go to lo-><kind>.<field>
+#define X(field, ...) ADD(&mix->field, __VA_ARGS__)
+#define K(e, kname) case e: { LayerOffsets_##kname *mix = &lo->kname; LAYER_TENSORS_##kname(X) } break;
+        LAYER_KINDS(K)
+#undef K
+#undef X
+        default: die("block %d: unknown layer kind %d", l, kind);
+        }
+#define X(field, ...) ADD(&lo->field, __VA_ARGS__)
+        LAYER_TENSORS_MLP(X)
+#undef X
+#undef ADD
     }
-    add_tensor(pl, &cap, "model.norm.weight", 1, d.h, 1, 1, INIT_ONES, 0, -1, &pl->norm);
+    add_tensor(pl, &cap, "model.norm.weight", 1, d.h, 1, 1, INIT_ONES, 0, -1, -1, -1, "decoder.final_norm.weight",
+               "decoder.final_norm.weight", 0, &pl->norm);
 }
 
 void params_layout_free(ParamLayout *pl) {

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # OpenBLAS is left out (36 MB): the GPU build uses BLAS=0, where the CPU backend (only the tests' reference
 # there) multiplies with plain loops.
-PKGS="libcjson-dev libcjson1 libyaml-dev libyaml-0-2 libutf8proc-dev libutf8proc2 libzstd-dev libzstd1 libsnappy-dev libsnappy1v5"
+PKGS="libcjson-dev libcjson1 libyaml-dev libyaml-0-2 libutf8proc-dev libutf8proc2 libzstd-dev libzstd1 libsnappy-dev libsnappy1v5
+      libgloo-dev libgloo0 libhiredis0.14 libibverbs1 libnl-3-200 libnl-route-3-200" # Gloo and what libgloo.so.0 links
 rm -rf .deps .deps.tmp; mkdir -p .deps.tmp/debs
 (cd .deps.tmp/debs && apt-get download $PKGS >/dev/null)
 for d in .deps.tmp/debs/*.deb; do dpkg -x "$d" .deps.tmp/root; done

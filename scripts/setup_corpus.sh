@@ -7,17 +7,26 @@
 #   .assets/data/corpus_text_document.{bin,idx,json}   `gdn prepare --append-eod` (Megatron "Option A" layout)
 #   .assets/data/corpus_fla.{bin,idx,json}             `gdn prepare --fla-chunks --seq-length SEQ_LENGTH`
 # usage: bash scripts/setup_corpus.sh [SEQ_LENGTH]    (default 2048; FORCE=1 rebuilds what is up to date)
+#        bash scripts/setup_corpus.sh --jsonl-only      only .assets/corpus.jsonl, from a .assets/corpus carried
+#                                                       to a machine without npm (scripts/recipe.sh)
 # Steps whose outputs are newer than their inputs (and were made with the same SEQ_LENGTH) are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+JSONL_ONLY=0
+if [ "${1:-}" = --jsonl-only ]; then JSONL_ONLY=1; shift; fi
 SEQ=${1:-2048}
 if ! [[ "$SEQ" =~ ^[1-9][0-9]*$ ]]; then
   echo "setup_corpus: SEQ_LENGTH must be a positive integer, got '$SEQ'" >&2
   exit 2
 fi
-bash scripts/fetch_assets.sh
-[ -x ./gdn ] || make -j"$(nproc)" gdn
 A=.assets
+if [ "$JSONL_ONLY" = 0 ]; then
+  bash scripts/fetch_assets.sh
+  [ -x ./gdn ] || make -j"$(nproc)" gdn
+elif [ ! -d "$A/corpus/builds" ]; then
+  echo "setup_corpus: $A/corpus/builds is missing (bash scripts/fetch_assets.sh fetches it; carry it to this machine)" >&2
+  exit 2
+fi
 TOK=$A/llama3/tokenizer.json
 mkdir -p "$A/data"
 
@@ -44,6 +53,7 @@ print(f"setup_corpus: {sents} sentences -> {docs} documents", file=sys.stderr)
 EOF
 if cmp -s "$A/corpus.jsonl.tmp" "$A/corpus.jsonl"; then rm "$A/corpus.jsonl.tmp"
 else mv "$A/corpus.jsonl.tmp" "$A/corpus.jsonl"; fi
+if [ "$JSONL_ONLY" = 1 ]; then echo "setup_corpus: ok ($A/corpus.jsonl)"; exit 0; fi
 
 # up_to_date PREFIX [SEQ]: outputs newer than the corpus, the tokenizer and ./gdn (and of that chunk length)
 up_to_date() {

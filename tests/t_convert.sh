@@ -89,7 +89,7 @@ expect_fail "FLA HuggingFace" "--from-hf" -- --to-hf --load "$T/hf_f32" --output
 head -c 3000 "$T/meg_local/iter_0000000/mp_rank_00/model_optim_rng.pt" > "$T/trunc.pt"
 expect_fail "trunc.pt" "zip" -- --from-megatron "$T/trunc.pt" --save "$T/x" --config "$T/meg.yaml"
 expect_fail "--dtype" -- --to-hf --load "$T/ck_f32" --output-dir "$T/x" --dtype int8
-expect_fail "unknown argument" -- --from-hf "$T/hf_f32" --save "$T/x" --bogus
+expect_fail "unknown option '--bogus'" -- --from-hf "$T/hf_f32" --save "$T/x" --bogus
 expect_fail "does not take --dtype" -- --from-hf "$T/hf_f32" --save "$T/x" --dtype bf16
 [ ! -e "$T/x" ] || { echo "FAILED: a refused conversion left $T/x behind"; ls -R "$T/x"; exit 1; }
 echo "t_convert: all conversions and refusals as expected"

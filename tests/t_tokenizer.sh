@@ -118,7 +118,7 @@ printf '9906\n1917 x12\n' > "$W/in"
 expect_error "decode bad id" 'stdin line 2: expected a token id, found "x12"' ./gdn tokenize --tokenizer "$TOK" --decode
 printf 'hi' > "$W/in"
 expect_error "missing tokenizer" "/no/such/tokenizer.json" ./gdn tokenize --tokenizer /no/such/tokenizer.json
-expect_error "unknown option" "unknown or incomplete option '--bos'" ./gdn tokenize --tokenizer "$TOK" --bos
+expect_error "unknown option" "tokenize: unknown option '--bos'" ./gdn tokenize --tokenizer "$TOK" --bos
 printf 'a\xffb' > "$W/in"
 ./gdn tokenize --tokenizer "$TOK" --no-bos < "$W/in" > "$W/out" 2> "$W/err"
 grep -q "1 invalid UTF-8 sequence" "$W/err" || { echo "FAIL invalid UTF-8 is not reported"; exit 1; }

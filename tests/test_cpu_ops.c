@@ -547,10 +547,14 @@ static void dr_make(DrCtx *c, int B, int T, int H, int HV, int dk, int dv) {
 static void dr_free(DrCtx *c) {
     cpu_free(c->q), cpu_free(c->v), cpu_free(c->beta), cpu_free(c->gamma), cpu_free(c->o), cpu_free(c->wo);
 }
+static DeltaRuleArgs dr_args(const DrCtx *c, const float *h_save) {
+    return (DeltaRuleArgs){.q = c->q, .k = c->k, .ldqk = c->ldqk, .v = c->v, .ldv = c->ldv, .beta = c->beta,
+                           .gamma = c->gamma, .h_save = (float *)h_save, .B = c->B, .T = c->T, .H = c->H,
+                           .HV = c->HV, .dk = c->dk, .dv = c->dv, .scale = c->scale};
+}
 static void dr_fwd(DrCtx *c, float *o, float *h_save, float *state) {
-    (c->recurrent ? cpu_delta_rule_recurrent_fwd : cpu_delta_rule_fwd)(
-        o, c->ldo, h_save, state, c->q, c->k, c->ldqk, c->v, c->ldv, c->beta, c->gamma, c->B, c->T, c->H, c->HV, c->dk,
-        c->dv, c->scale);
+    DeltaRuleArgs a = dr_args(c, h_save);
+    (c->recurrent ? cpu_delta_rule_recurrent_fwd : cpu_delta_rule_fwd)(&a, o, c->ldo, state);
 }
 typedef struct {
     float *dq, *dk, *dv, *dbeta, *dgamma;
@@ -568,9 +572,10 @@ static void dr_grads_free(DrGrads *g) {
     cpu_free(g->dq), cpu_free(g->dk), cpu_free(g->dv), cpu_free(g->dbeta), cpu_free(g->dgamma);
 }
 static void dr_bwd(DrCtx *c, DrGrads *g, const float *h_save) {
-    (c->recurrent ? cpu_delta_rule_recurrent_bwd : cpu_delta_rule_bwd)(
-        g->dq, g->dk, g->lddqk, g->dv, g->lddv, g->dbeta, g->dgamma, c->wo, c->ldo, h_save, c->q, c->k, c->ldqk, c->v,
-        c->ldv, c->beta, c->gamma, c->B, c->T, c->H, c->HV, c->dk, c->dv, c->scale);
+    DeltaRuleArgs a = dr_args(c, h_save);
+    DeltaRuleGrads dg = {.dq = g->dq, .dk = g->dk, .lddqk = g->lddqk, .dv = g->dv, .lddv = g->lddv,
+                         .dbeta = g->dbeta, .dgamma = g->dgamma};
+    (c->recurrent ? cpu_delta_rule_recurrent_bwd : cpu_delta_rule_bwd)(&a, c->wo, c->ldo, &dg);
 }
 static double dr_loss(void *p) {
     DrCtx *c = p;
@@ -620,7 +625,7 @@ static void test_chunk_vs_recurrent(int B, int T, int H, int HV, int dk, int dv)
     DrCtx c;
     dr_make(&c, B, T, H, HV, dk, dv);
     size_t N = (size_t)B * T, SS = (size_t)dk * dv;
-    int NT = (T + CPU_DELTA_CHUNK - 1) / CPU_DELTA_CHUNK;
+    int NT = (T + GDN_CHUNK - 1) / GDN_CHUNK;
     float *o_r = vec(N * c.ldo), *o_c = vec(N * c.ldo);
     // forward from a nonzero initial state: outputs and final states
     float *s_r = vec_normal((size_t)B * HV * SS, 0.5f), *s_c = vec_copy(s_r, (size_t)B * HV * SS);
@@ -821,8 +826,9 @@ static void test_state_carry(int recurrent) {
         float *q = time_slice(c.q, B, T, c.ldqk, t0, t1), *v = time_slice(c.v, B, T, c.ldv, t0, t1);
         float *be = time_slice(c.beta, B, T, HV, t0, t1), *ga = time_slice(c.gamma, B, T, HV, t0, t1);
         float *o = vec((size_t)B * Tp * c.ldo);
-        (recurrent ? cpu_delta_rule_recurrent_fwd : cpu_delta_rule_fwd)(o, c.ldo, NULL, s_part, q, q + H * dk, c.ldqk, v,
-                                                                         c.ldv, be, ga, B, Tp, H, HV, dk, dv, c.scale);
+        DeltaRuleArgs a = {.q = q, .k = q + H * dk, .ldqk = c.ldqk, .v = v, .ldv = c.ldv, .beta = be, .gamma = ga,
+                           .B = B, .T = Tp, .H = H, .HV = HV, .dk = dk, .dv = dv, .scale = c.scale};
+        (recurrent ? cpu_delta_rule_recurrent_fwd : cpu_delta_rule_fwd)(&a, o, c.ldo, s_part);
         for (int b = 0; b < B; b++)
             memcpy(o_part + ((size_t)b * T + t0) * c.ldo, o + (size_t)b * Tp * c.ldo, (size_t)Tp * c.ldo * sizeof(float));
         cpu_free(q), cpu_free(v), cpu_free(be), cpu_free(ga), cpu_free(o);

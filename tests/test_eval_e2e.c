@@ -462,8 +462,11 @@ static void test_errors(void) {
                  "--limit expects a count >= 1 or a fraction");
     expect_error("batch size", ARGS("--load", model, "--tasks", "piqa", "--data-dir", data, "--batch-size", "0"),
                  &hooks, "--batch-size expects an integer in [1,");
-    expect_error("no tokenizer", ARGS("--load", empty, "--tasks", "piqa", "--data-dir", data), &hooks,
-                 "no tokenizer at");
+    // (without --tokenizer, eval looks in and beside MODEL, then .assets/llama3/, as generate does)
+    char missing_tok[600];
+    snprintf(missing_tok, sizeof missing_tok, "%s/tokenizer.json", empty);
+    expect_error("no tokenizer", ARGS("--load", empty, "--tasks", "piqa", "--data-dir", data, "--tokenizer", missing_tok),
+                 &hooks, "no tokenizer at");
     EvalHooks no_model = {open_toy_tokenizer, NULL, NULL};
     expect_error("no model loader", ARGS("--load", model, "--tasks", "piqa", "--data-dir", data), &no_model,
                  "model loading not built");

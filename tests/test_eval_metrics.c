@@ -5,6 +5,7 @@
 // tests/t_eval_oracle.sh, which compares it with lm-eval's algorithm run by CPython.
 #include <math.h>
 
+#include "data/rng.h"
 #include "tests/eval/toy.h"
 #include "util/common.h"
 
@@ -57,14 +58,16 @@ static void test_stats(void) {
     CHECK(isnan(eval_pooled_stderr(sen, n, 2)), "a leaf without stderr makes the group's N/A");
 }
 
-static void test_pyrandom(void) {
-    PyRandom r;
-    pyrandom_seed(&r, 0); // CPython: random.Random(0).random() x3
-    CHECK_NEAR(pyrandom_random(&r), 0.8444218515250481, 0);
-    CHECK_NEAR(pyrandom_random(&r), 0.7579544029403025, 0);
-    CHECK_NEAR(pyrandom_random(&r), 0.420571580830845, 0);
-    pyrandom_seed(&r, 1);
-    CHECK_NEAR(pyrandom_random(&r), 0.13436424411240122, 0);
+static void test_pyrandom(void) { // data/rng.c's MT19937 as Python's random.Random (the bootstrap's stream)
+    Mt19937 r;
+    uint32_t key = 0;
+    mt_seed_by_array(&r, &key, 1); // CPython: random.Random(0).random() x3
+    CHECK_NEAR(mt_random(&r), 0.8444218515250481, 0);
+    CHECK_NEAR(mt_random(&r), 0.7579544029403025, 0);
+    CHECK_NEAR(mt_random(&r), 0.420571580830845, 0);
+    key = 1;
+    mt_seed_by_array(&r, &key, 1);
+    CHECK_NEAR(mt_random(&r), 0.13436424411240122, 0);
 }
 
 static EvalTask task_with(const char *name, int ndocs) {

@@ -55,7 +55,7 @@ static int run_case(const Case *tc, const char *mode, const char *root) {
         c.attn_qkv_bias = tc->bias;
     }
     snprintf(c.delta_rule, sizeof c.delta_rule, "%s", mode);
-    Model *m = model_create(&c, backend_cpu(), 1);
+    Model *m = model_create(&c, strcmp(mode, "recurrent") ? backend_cpu() : backend_cpu_recurrent(), 1);
     size_t P = m->lay.total;
     float *params = xmalloc(P * sizeof(float));
     params_init(&m->lay, params, 7);

@@ -1,5 +1,5 @@
 // test_rng.c: data/rng.c against the spec's vectors (data.md §3.1, §3.2, §4.2.5), against the pure-Python
-// reference ../shared/spec/data_rng_ref.py and against real numpy and torch (through tests/dataset/oracle.py,
+// reference tests/dataset/rng_ref.py and against real numpy and torch (through tests/dataset/oracle.py,
 // which prints one case a line: "<source> <kind> <args...> : <values...>").
 // GDN_SLOW_TESTS=1 adds torch.randperm's large-n path (n = 2^32/20, 1.7 GB in each of C and torch).
 #include <inttypes.h>

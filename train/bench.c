@@ -5,11 +5,9 @@
 #include <sys/resource.h>
 
 #include "../model/gdn.h"
+#include "../util/args.h"
 #include "../util/common.h"
 #include "train.h"
-
-// Device memory in use on CUDA (cuda/backend.cu), read before the model is freed; weak so CPU builds link.
-__attribute__((weak)) size_t cuda_used_bytes(void);
 
 int cmd_bench(int argc, char **argv) {
     if (arg_is_help(argc, argv)) {
@@ -19,13 +17,14 @@ int cmd_bench(int argc, char **argv) {
         return 0;
     }
     int steps = 5, warm = 1;
-    const char *s;
-    if ((s = arg_get(argc, argv, "--steps"))) steps = atoi(s);
-    if ((s = arg_get(argc, argv, "--warmup"))) warm = atoi(s);
-    int out = 1; // drop --steps/--warmup before the config flags are parsed
+    static const ArgSpec own[] = {{"--steps", ARG_INT, 1, 1 << 20}, {"--warmup", ARG_INT, 0, 1 << 20}};
+    int out = 1; // take --steps/--warmup out before the config flags are parsed (those are strict too)
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--steps") || !strcmp(argv[i], "--warmup")) { i++; continue; }
-        argv[out++] = argv[i];
+        int k = !strcmp(argv[i], "--steps") ? 0 : !strcmp(argv[i], "--warmup") ? 1 : -1;
+        if (k < 0) { argv[out++] = argv[i]; continue; }
+        if (i + 1 >= argc) die("bench: %s needs a value", own[k].name);
+        int v = (int)args_number("bench", &own[k], argv[++i]);
+        *(k ? &warm : &steps) = v;
     }
     argc = out;
     Config c;
@@ -67,7 +66,8 @@ int cmd_bench(int argc, char **argv) {
            "%.2f TFLOP/s (Megatron basis), %.2f TFLOP/s (GDN count), host peak RSS %.2f GiB",
            count, be->name, be->act_bytes == 2 ? "bf16" : "fp32", B, T, ms, tok,
            flops_per_token_megatron(&c) * tok / 1e12, flops_per_token_gdn(&c) * tok / 1e12, ru.ru_maxrss / 1048576.0);
-    if (cuda_used_bytes && strcmp(be->name, "cpu")) printf(", device memory in use %.2f GiB", cuda_used_bytes() / 1073741824.0);
+    // read before the model is freed: on CUDA the device's (the pool included), on the CPU the backend's buffers
+    printf(", %s memory in use %.2f GiB", be->name, be->mem_used() / 1073741824.0);
     printf("\n");
     free(ids); free(tgt);
     model_free(m);

@@ -7,6 +7,7 @@
 //  - a different model shape: the error names the tensor and both shapes; an extra tensor is named
 //  - 300M / 1B recognised from their shapes, with the spec's parameter counts
 // Usage: ckpt_check DIR (an empty scratch directory)
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -62,6 +63,27 @@ int main(int argc, char **argv) {
     fill(v, n, 3);
     CkptState st = {.iteration = 7, .consumed_samples = 12345, .rng_state = {1, 0xdeadbeefcafef00dull, 3, UINT64_MAX}};
     strcpy(st.tokenizer_sha256, "ab12");
+
+    // 0. non-finite weights or moments are never saved as a checkpoint (a diverged run)
+    {
+        float keep = p[n / 2];
+        p[n / 2] = NAN;
+        st.iteration = 6;
+        CHECK(ckpt_save(save, &cfg, &pl, p, m, v, &st, err, sizeof err) == -1 && strstr(err, "1 of ") &&
+                  strstr(err, "weights are NaN/Inf"),
+              "NaN weights saved: %s", err);
+        p[n / 2] = keep;
+        v[3] = INFINITY;
+        CHECK(ckpt_save(save, &cfg, &pl, p, m, v, &st, err, sizeof err) == -1 && strstr(err, "exp_avg_sq"),
+              "Inf exp_avg_sq saved: %s", err);
+        fill(v, n, 3); // restored
+        snprintf(path, sizeof path, "%s/iter_0000006/DONE", save);
+        CHECK(!file_exists(path), "a refused save left %s", path);
+        snprintf(path, sizeof path, "%s/latest_checkpointed_iteration.txt", save);
+        CHECK(!file_exists(path), "a refused save wrote %s", path);
+        printf("  refused: %s\n", err);
+        st.iteration = 7;
+    }
 
     // 1. full save + load
     CHECK(ckpt_save(save, &cfg, &pl, p, m, v, &st, err, sizeof err) == 0, "save: %s", err);

@@ -2,7 +2,7 @@
 """Test oracle for data/indexed.c, data/rng.c and data/sampler.c (run with /usr/bin/python3).
 
 Expected values come from sources independent of the C code:
-  * ../shared/spec/data_rng_ref.py (pure-Python reference of the loaders' RNGs and Megatron's indices),
+  * tests/dataset/rng_ref.py (pure-Python models of the loaders' RNGs and Megatron's indices),
   * real numpy and torch where importable,
   * an MMIDIDX reader/writer written here from the format table of spec data.md §2,
   * simulations of the loaders' rank assignment (Megatron's MegatronPretrainingSampler and accelerate's
@@ -25,24 +25,9 @@ import sys
 from pathlib import Path
 
 
-def load_ref():
-    here = Path(__file__).resolve()
-    candidates = [here.parents[2].parent / "shared" / "spec"]
-    try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=here.parent, capture_output=True,
-                             text=True, check=True).stdout.strip()
-        candidates.append(Path(top).parent / "shared" / "spec")
-    except Exception:
-        pass
-    for c in candidates:
-        if (c / "data_rng_ref.py").exists():
-            sys.path.insert(0, str(c))
-            import data_rng_ref
-            return data_rng_ref
-    sys.exit("oracle.py: data_rng_ref.py not found in " + ", ".join(map(str, candidates)))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rng_ref as ref  # noqa: E402  (tests/dataset/rng_ref.py, next to this file)
 
-
-ref = load_ref()
 
 # ---------------------------------------------------------------- MMIDIDX, from spec data.md §2
 MAGIC = b"MMIDIDX\x00\x00"

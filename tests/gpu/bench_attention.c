@@ -11,8 +11,6 @@
 #include "model/backend.h"
 #include "util/common.h"
 
-double gdn_cuda_time_ms(void (*fn)(void *), void *ctx, int reps);
-
 typedef struct {
     const Backend *be;
     void *Q, *K, *V, *O, *dO, *dQ, *dK, *dV;
@@ -68,8 +66,8 @@ int main(int argc, char **argv) {
             free(h);
             c.lse = be->alloc((size_t)c.B * c.Ha * c.T * sizeof(float));
             double fwd_flop = 4.0 * c.B * (double)c.T * c.T * c.Ha * c.d / 2;
-            gdn_cuda_time_ms(run_fwd_bwd, &c, 1); // warm-up (smem opt-in, first launches)
-            double ms_f = gdn_cuda_time_ms(run_fwd, &c, reps), ms_fb = gdn_cuda_time_ms(run_fwd_bwd, &c, reps);
+            be->time_ms(run_fwd_bwd, &c, 1); // warm-up (smem opt-in, first launches)
+            double ms_f = be->time_ms(run_fwd, &c, reps), ms_fb = be->time_ms(run_fwd_bwd, &c, reps);
             printf("{\"T\": %d, \"d\": %d, \"B\": %d, \"Ha\": %d, \"Hkv\": %d, \"fwd_ms\": %.3f, \"fwd_tflops\": %.1f, "
                    "\"fwd_bwd_ms\": %.3f, \"fwd_bwd_tflops\": %.1f}\n",
                    c.T, c.d, c.B, c.Ha, c.Hkv, ms_f, fwd_flop / ms_f / 1e9, ms_fb, 3.5 * fwd_flop / ms_fb / 1e9);

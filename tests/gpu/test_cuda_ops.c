@@ -27,9 +27,6 @@
 #include "model/backend.h"
 #include "util/common.h"
 
-// The CUDA backend's timing hook (cuda/backend.cu).
-double gdn_cuda_time_ms(void (*fn)(void *), void *ctx, int reps);
-
 // ===================================================================================================
 // tolerances: relative to max |reference| of the output
 
@@ -499,15 +496,24 @@ static void run_swiglu_bwd(const Backend *be, void **p, const Case *c) {
     // dy, gu, dgu (dgu may alias gu via c->alias)
     be->swiglu_bwd(p[2], p[0], p[1], c->i[0], c->i[1]);
 }
+// p: q, k, v, beta, gamma first (both directions);  i: B T H HV dk dv ldqk ldv
+static DeltaRuleArgs delta_args(void **p, void *h_save, const Case *c) {
+    const int *I = c->i;
+    return (DeltaRuleArgs){.q = p[0], .k = p[1], .ldqk = I[6], .v = p[2], .ldv = I[7], .beta = p[3], .gamma = p[4],
+                           .h_save = h_save, .B = I[0], .T = I[1], .H = I[2], .HV = I[3], .dk = I[4], .dv = I[5],
+                           .scale = c->f[0]};
+}
 static void run_delta_fwd(const Backend *be, void **p, const Case *c) {
-    // q, k, v, beta, gamma, o, h_save, state;  i: B T H HV dk dv ldqk ldv ldo
-    be->delta_rule_fwd(p[5], c->i[8], p[6], p[7], p[0], p[1], c->i[6], p[2], c->i[7], p[3], p[4], c->i[0], c->i[1],
-                       c->i[2], c->i[3], c->i[4], c->i[5], c->f[0]);
+    // q, k, v, beta, gamma, o, h_save, state;  i: ... ldo
+    DeltaRuleArgs a = delta_args(p, p[6], c);
+    be->delta_rule_fwd(&a, p[5], c->i[8], p[7]);
 }
 static void run_delta_bwd(const Backend *be, void **p, const Case *c) {
-    // q, k, v, beta, gamma, dO, h_save, dq, dk, dv, dbeta, dgamma;  i: B T H HV dk dv ldqk ldv lddo lddqk lddv
-    be->delta_rule_bwd(p[7], p[8], c->i[9], p[9], c->i[10], p[10], p[11], p[5], c->i[8], p[6], p[0], p[1], c->i[6],
-                       p[2], c->i[7], p[3], p[4], c->i[0], c->i[1], c->i[2], c->i[3], c->i[4], c->i[5], c->f[0]);
+    // q, k, v, beta, gamma, dO, h_save, dq, dk, dv, dbeta, dgamma;  i: ... lddo lddqk lddv
+    DeltaRuleArgs a = delta_args(p, p[6], c);
+    DeltaRuleGrads g = {.dq = p[7], .dk = p[8], .lddqk = c->i[9], .dv = p[9], .lddv = c->i[10], .dbeta = p[10],
+                        .dgamma = p[11]};
+    be->delta_rule_bwd(&a, p[5], c->i[8], &g);
 }
 static void run_attn_qkv_fwd(const Backend *be, void **p, const Case *c) {
     // P, bias, pos, Q, K, V;  i: B T Ha Hkv d ldp kvs;  f: theta
@@ -801,8 +807,9 @@ static void cases_delta(Rng *g, DeltaShape s, int big) {
     if (s.h_save) {
         const Backend *cpu = backend_cpu();
         float *o = xmalloc((size_t)N * ldo * sizeof(float));
-        cpu->delta_rule_fwd(o, ldo, hs->init, NULL, c->t[0].init, c->t[1].init, ldqk, c->t[2].init, ldv, c->t[3].init,
-                            c->t[4].init, s.B, s.T, s.H, s.HV, s.dk, s.dv, c->f[0]);
+        void *in[5] = {c->t[0].init, c->t[1].init, c->t[2].init, c->t[3].init, c->t[4].init};
+        DeltaRuleArgs a = delta_args(in, hs->init, c);
+        cpu->delta_rule_fwd(&a, o, ldo, NULL);
         free(o);
     } else {
         hs->is_null = 1;
@@ -1201,13 +1208,18 @@ static void bench_call(void *vctx) {
                      I[1]);
         break;
     case BE_DR_F:
-        be->delta_rule_fwd(p[0], 512, p[1], NULL, p[2], p[3], 256, p[4], 512, p[5], p[6], I[0], I[1], 4, 8, 64, 64,
-                           0.125f);
+    case BE_DR_B: { // H=4 HV=8 dk=dv=64: q|k interleaved with row stride 256, v and o 512
+        DeltaRuleArgs a = {.q = p[2], .k = p[3], .ldqk = 256, .v = p[4], .ldv = 512, .beta = p[5], .gamma = p[6],
+                           .h_save = p[1], .B = I[0], .T = I[1], .H = 4, .HV = 8, .dk = 64, .dv = 64, .scale = 0.125f};
+        if (x->which == BE_DR_F) {
+            be->delta_rule_fwd(&a, p[0], 512, NULL);
+        } else {
+            DeltaRuleGrads g = {.dq = p[7], .dk = p[8], .lddqk = 256, .dv = p[9], .lddv = 512, .dbeta = p[10],
+                                .dgamma = p[11]};
+            be->delta_rule_bwd(&a, p[0], 512, &g);
+        }
         break;
-    case BE_DR_B:
-        be->delta_rule_bwd(p[7], p[8], 256, p[9], 512, p[10], p[11], p[0], 512, p[1], p[2], p[3], 256, p[4], 512, p[5],
-                           p[6], I[0], I[1], 4, 8, 64, 64, 0.125f);
-        break;
+    }
     case BE_GRMS_F:
         be->gated_rmsnorm_fwd(p[0], 512, p[1], p[2], 512, p[3], 512, p[4], I[0], 8, 64, 1e-6f);
         break;
@@ -1257,8 +1269,8 @@ static void *bench_buf(const Backend *be, size_t n, int act, float mean, float s
 }
 
 static void bench_report(BenchCtx *x, const char *name, double bytes, double flops) {
-    gdn_cuda_time_ms(bench_call, x, 1); // warm-up (plans, pool, lazy loading)
-    double ms = gdn_cuda_time_ms(bench_call, x, 5);
+    x->be->time_ms(bench_call, x, 1); // warm-up (plans, pool, lazy loading)
+    double ms = x->be->time_ms(bench_call, x, 5);
     if (ms < 0) { // the CPU emulator has no timing
         printf("%-34s ran (no timing in the emulator)\n", name);
         return;

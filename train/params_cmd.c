@@ -2,9 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../train/train.h"
+#include "../model/params.h"
 #include "../util/common.h"
-#include "params.h"
+#include "train.h"
 
 int cmd_params(int argc, char **argv) {
     if (arg_is_help(argc, argv)) {

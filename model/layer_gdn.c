@@ -1,0 +1,128 @@
+// layer_gdn.c: the Gated DeltaNet mixer (FLA GatedDeltaNet, spec model.md §2), layer kind LAYER_GDN:
+// its activations, forward, backward and recurrent decode state over the backend op table.
+#include <math.h>
+
+#include "layer.h"
+
+// fused column layout of P = in_proj output and C = conv output
+typedef struct { int Dp, Dc, q, k, v, g, b, a; } ProjCols;
+static ProjCols proj_cols(const ModelDims *d) {
+    ProjCols c;
+    c.q = 0; c.k = d->Kd; c.v = 2 * d->Kd; c.g = 2 * d->Kd + d->Vd; c.b = c.g + d->Vd; c.a = c.b + d->HV;
+    c.Dp = c.a + d->HV;
+    c.Dc = 2 * d->Kd + d->Vd;
+    return c;
+}
+
+static void acts_alloc(Model *m, int l, int B, int T, int share) {
+    GdnActs *b = &m->blk[l].gdn;
+    if (share >= 0) { // inference: every GDN block runs on the same per-row buffers
+        *b = m->blk[share].gdn;
+        return;
+    }
+    const ModelDims *d = &m->d;
+    ProjCols c = proj_cols(d);
+    size_t N = (size_t)B * T, ab = (size_t)m->be->act_bytes, NT = (size_t)(T + GDN_CHUNK - 1) / GDN_CHUNK;
+    b->P = model_arena_take(m, N * c.Dp * ab);
+    b->C = model_arena_take(m, N * c.Dc * ab);
+    b->QK = model_arena_take(m, N * 2 * d->Kd * ab);
+    b->qk_rstd = model_arena_take(m, N * 2 * d->H * sizeof(float));
+    b->beta = model_arena_take(m, N * d->HV * sizeof(float));
+    b->gamma = model_arena_take(m, N * d->HV * sizeof(float));
+    b->h_save = m->training ? model_arena_take(m, (size_t)B * d->HV * NT * d->dk * d->dv * ab) : NULL;
+    b->o = model_arena_take(m, N * d->Vd * ab);
+    b->on = model_arena_take(m, N * d->Vd * ab);
+    b->on_rstd = model_arena_take(m, N * d->HV * sizeof(float));
+}
+
+static void grads_alloc(Model *m, int B, int T) {
+    const ModelDims *d = &m->d;
+    ProjCols c = proj_cols(d);
+    size_t N = (size_t)B * T, ab = (size_t)m->be->act_bytes;
+    GdnGrads *g = &m->gdn_grads;
+    g->dP = model_arena_take(m, N * c.Dp * ab);
+    g->dC = model_arena_take(m, N * c.Dc * ab);
+    g->dQK = model_arena_take(m, N * 2 * d->Kd * ab);
+    g->do_ = model_arena_take(m, N * d->Vd * ab);
+    g->don = model_arena_take(m, N * d->Vd * ab);
+    g->dbeta = model_arena_take(m, N * d->HV * sizeof(float));
+    g->dgamma = model_arena_take(m, N * d->HV * sizeof(float));
+}
+
+// The delta rule reads q|k from the L2-normed QK columns and v from the conv output's v columns.
+static DeltaRuleArgs delta_rule_args(const Model *m, const GdnActs *b, int B, int T) {
+    const ModelDims *d = &m->d;
+    ProjCols c = proj_cols(d);
+    return (DeltaRuleArgs){.q = b->QK, .k = A(m, b->QK, d->Kd), .ldqk = 2 * d->Kd, .v = A(m, b->C, c.v), .ldv = c.Dc,
+                           .beta = b->beta, .gamma = b->gamma, .h_save = b->h_save, .B = B, .T = T, .H = d->H,
+                           .HV = d->HV, .dk = d->dk, .dv = d->dv, .scale = 1.0f / sqrtf((float)d->dk)};
+}
+
+static void fwd(Model *m, int l, int B, int T, LayerState *ls) {
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    const LayerOffsets_gdn *w = &m->lay.layer[l].gdn;
+    GdnActs *b = &m->blk[l].gdn;
+    GdnState *st = ls ? &ls->gdn : NULL;
+    ProjCols c = proj_cols(d);
+    int N = B * T;
+    // [q|k|v|g|b|a] = y . W_in^T, one GEMM over the contiguous q..a_proj rows
+    be->matmul_fwd(b->P, c.Dp, m->blk[l].y_attn, d->h, WA(m, w->q_proj), N, c.Dp, d->h, 0);
+    // causal depthwise conv + SiLU over the q|k|v columns (conv weights q|k|v are contiguous too)
+    float *cs = st ? st->conv : NULL;
+    be->conv_silu_fwd(b->C, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), cs, cs, B, T, c.Dc, d->K);
+    // L2 norm of each q and k head vector (2H vectors of dk per token)
+    be->l2norm_fwd(b->QK, 2 * d->Kd, b->qk_rstd, b->C, c.Dc, N, 2 * d->H, d->dk);
+    be->gate_fwd(b->beta, b->gamma, A(m, b->P, c.b), A(m, b->P, c.a), c.Dp, PF(m, w->A_log), PF(m, w->dt_bias), N,
+                 d->HV);
+    DeltaRuleArgs dr = delta_rule_args(m, b, B, T);
+    be->delta_rule_fwd(&dr, b->o, d->Vd, st ? st->S : NULL);
+    be->gated_rmsnorm_fwd(b->on, d->Vd, b->on_rstd, b->o, d->Vd, A(m, b->P, c.g), c.Dp, PF(m, w->o_norm), N, d->HV,
+                          d->dv, d->eps);
+    be->matmul_fwd(m->out, d->h, b->on, d->Vd, WA(m, w->o_proj), N, d->h, d->Vd, 0);
+}
+
+static void bwd(Model *m, int l, int B, int T, const void *dout) {
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    const LayerOffsets_gdn *w = &m->lay.layer[l].gdn;
+    const GdnActs *b = &m->blk[l].gdn;
+    const GdnGrads *g = &m->gdn_grads;
+    ProjCols c = proj_cols(d);
+    int N = B * T;
+    be->matmul_bwd(g->don, d->Vd, GF(m, w->o_proj), dout, d->h, b->on, d->Vd, WA(m, w->o_proj), N, d->h, d->Vd, 0);
+    be->gated_rmsnorm_bwd(g->do_, d->Vd, A(m, g->dP, c.g), c.Dp, GF(m, w->o_norm), g->don, d->Vd, b->o, d->Vd,
+                          A(m, b->P, c.g), c.Dp, b->on_rstd, PF(m, w->o_norm), N, d->HV, d->dv);
+    DeltaRuleArgs dr = delta_rule_args(m, b, B, T);
+    DeltaRuleGrads dg = {.dq = g->dQK, .dk = A(m, g->dQK, d->Kd), .lddqk = 2 * d->Kd, .dv = A(m, g->dC, c.v),
+                         .lddv = c.Dc, .dbeta = g->dbeta, .dgamma = g->dgamma};
+    be->delta_rule_bwd(&dr, g->do_, d->Vd, &dg);
+    be->l2norm_bwd(g->dC, c.Dc, g->dQK, 2 * d->Kd, b->QK, 2 * d->Kd, b->qk_rstd, N, 2 * d->H, d->dk);
+    be->gate_bwd(A(m, g->dP, c.b), A(m, g->dP, c.a), c.Dp, GF(m, w->A_log), GF(m, w->dt_bias), g->dbeta, g->dgamma,
+                 A(m, b->P, c.b), A(m, b->P, c.a), PF(m, w->A_log), PF(m, w->dt_bias), N, d->HV);
+    be->conv_silu_bwd(g->dP, c.Dp, GF(m, w->q_conv1d), g->dC, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), B, T, c.Dc, d->K);
+    be->matmul_bwd(m->dy, d->h, GF(m, w->q_proj), g->dP, c.Dp, m->blk[l].y_attn, d->h, WA(m, w->q_proj), N, c.Dp,
+                   d->h, 0);
+}
+
+static size_t conv_bytes(const Model *m, int B) {
+    return (size_t)B * proj_cols(&m->d).Dc * (m->d.K - 1) * sizeof(float);
+}
+static size_t S_bytes(const Model *m, int B) { return (size_t)B * m->d.HV * m->d.dk * m->d.dv * sizeof(float); }
+static void state_alloc(Model *m, int l, int B, LayerState *ls) {
+    ls->gdn.conv = m->be->alloc(conv_bytes(m, B));
+    ls->gdn.S = m->be->alloc(S_bytes(m, B));
+}
+static void state_reset(Model *m, int l, int B, LayerState *ls) {
+    m->be->memset0(ls->gdn.conv, conv_bytes(m, B));
+    m->be->memset0(ls->gdn.S, S_bytes(m, B));
+}
+static void state_free(Model *m, int l, LayerState *ls) {
+    m->be->free(ls->gdn.conv);
+    m->be->free(ls->gdn.S);
+}
+
+const LayerKindOps layer_gdn = {
+    .acts_alloc = acts_alloc, .grads_alloc = grads_alloc,
+    .fwd = fwd, .bwd = bwd, .state_alloc = state_alloc, .state_reset = state_reset, .state_free = state_free,
+};
