@@ -97,6 +97,19 @@ void cpu_delta_check_dims(const char *op, int B, int T, int H, int HV, int dk, i
 void cpu_sum_gva_groups(float *dq, float *dK, int lddqk, const float *dqs, const float *dks, int B, int T, int H,
                         int HV, int dk);
 
+// ---- softmax attention of hybrid blocks: RoPE'd q|k|v, causal/windowed GQA attention (cpu/attention.c)
+void cpu_attn_qkv_fwd(void *Q, void *K, void *V, int kv_bstride, const void *P, int ldp, const float *bias,
+                      const int32_t *pos, int B, int T, int Ha, int Hkv, int d, float theta);
+void cpu_attn_qkv_bwd(void *dP, int lddp, float *dbias, const void *dQ, const void *dK, const void *dV, int B, int T,
+                      int Ha, int Hkv, int d, float theta);
+void cpu_attn_fwd(void *O, float *lse, const void *Q, const void *K, const void *V, int kv_bstride,
+                  const int32_t *pos, int B, int T, int Ha, int Hkv, int d, int window, float scale);
+void cpu_attn_bwd(void *dQ, void *dK, void *dV, const void *dO, const void *Q, const void *K, const void *V,
+                  const void *O, const float *lse, int B, int T, int Ha, int Hkv, int d, int window, float scale);
+void cpu_pos_advance(int32_t *pos, int n);
+// RoPE cos/sin of position p for pairs i < d/2, fp32 as FLA computes them (shared with the CUDA twins' tests)
+void cpu_rope_cs(float *c, float *s, int p, int d, float theta);
+
 // ---- tied lm head + cross-entropy (cpu/lmhead_ce.c). dE may be NULL (then only dy is produced).
 void cpu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets, int N,
                    int h, int V, float loss_scale);

@@ -303,6 +303,7 @@ static void fill_table(Backend *b, int use_bf16) {
     cu_register_delta_rule_bwd(b, use_bf16);
     cu_register_lmhead(b, use_bf16);
     cu_register_adamw(b, use_bf16);
+    cu_register_attention(b, use_bf16);
     cu_register_collectives(b);
 }
 

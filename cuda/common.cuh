@@ -130,6 +130,7 @@ void cu_register_delta_rule_bwd(Backend *b, int use_bf16);
 void cu_register_lmhead(Backend *b, int use_bf16);
 void cu_register_elementwise(Backend *b, int use_bf16);
 void cu_register_adamw(Backend *b, int use_bf16);
+void cu_register_attention(Backend *b, int use_bf16); // hybrid attention blocks (cuda/attention*.cu)
 void cu_register_collectives(Backend *b); // collective.cu: NCCL (refusing stubs in the emulator)
 int cu_matmul_init(char *err, size_t errlen);
 

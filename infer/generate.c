@@ -128,12 +128,19 @@ int cmd_generate(int argc, char **argv) {
                     produced, produced == 1 ? " is" : "s are", (int)seq[n], skip_special ? ", hidden by --skip-special" : "");
         free(txt);
     }
-    size_t state_bytes = (size_t)m->d.L * B *
+    size_t state_bytes = (size_t)(m->d.L - m->d.n_attn) * B *
                          (((size_t)2 * m->d.Kd + m->d.Vd) * (m->d.K - 1) + (size_t)m->d.HV * m->d.dk * m->d.dv) * 4;
+    // hybrids: the attention blocks' KV caches grow with the tokens seen (spec hybrid.md §3.3)
+    int seen = 0; // tokens in the KV caches (every attention block holds the same count)
+    for (int l = 0; l < m->d.L; l++)
+        if (m->d.kind[l] == LAYER_ATTN) seen = st->layer[l].attn.len;
+    size_t kv_bytes = (size_t)m->d.n_attn * B * (size_t)seen * 2 * m->d.Dkv * m->be->act_bytes;
+    char kv[96] = ", constant in length";
+    if (m->d.n_attn) snprintf(kv, sizeof kv, " + KV cache %.2f MiB at %d tokens", kv_bytes / 1048576.0, seen);
     fprintf(stderr, "generate: prefill %zu tokens x %d in %.1f ms (%.0f tokens/s); decode %d steps x %d in %.1f ms "
-                    "(%.1f tokens/s, %.3f ms/step%s); recurrent state %.2f MiB, constant in length\n",
+                    "(%.1f tokens/s, %.3f ms/step%s); recurrent state %.2f MiB%s\n",
             n, B, t_prefill * 1e3, n * B / t_prefill, steps, B, t_decode * 1e3, steps * B / t_decode,
-            t_decode * 1e3 / (steps ? steps : 1), steady, state_bytes / 1048576.0);
+            t_decode * 1e3 / (steps ? steps : 1), steady, state_bytes / 1048576.0, kv);
     infer_state_free(m, st);
     free(ids); free(seq); free(batch); free(logits); free(next);
     infer_close(&im);

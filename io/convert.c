@@ -287,6 +287,11 @@ static void megatron_collect(const PyVal *model, MegModel *m, const char *file) 
             m->output = v;
             continue;
         }
+        if (strstr(name, ".self_attention.")) // a hybrid's softmax-attention sublayer
+            die("%s: '%s' is a softmax-attention sublayer: Megatron/Primus hybrid checkpoints are not imported (the "
+                "map from their attention tensors to FLA's q/k/v/o_proj is not known here); export the model to "
+                "FLA's HF format and use --from-hf",
+                file, name);
         int idx, off = 0;
         if (sscanf(name, "decoder.layers.%d.%n", &idx, &off) != 1 || off == 0 || idx < 0 || idx > 100000)
             die("%s: unexpected tensor '%s' in model (not part of a Primus GDN model)", file, name);
@@ -438,6 +443,10 @@ static int cmd_from_megatron(const Opts *o) {
                           "vocab_size"};
     if (o->config) {
         if (config_load_yaml(&cfg, o->config, err, sizeof err)) die("%s", err);
+        if (cfg.attn_layers[0])
+            die("%s: attn_layers is set, but Megatron/Primus hybrid checkpoints are not imported (the map of their "
+                "attention tensors is not known here); use --from-hf with an FLA export",
+                o->config);
         config_defaults(&given);
         for (int i = 0; i < 9; i++) *given_fields[i] = -1;
         if (config_load_yaml(&given, o->config, err, sizeof err)) die("%s", err);
@@ -535,6 +544,10 @@ static int cmd_to_megatron(const Opts *o) {
     double t0 = now_sec();
     float *params = load_ckpt(o->load, &cfg, &pl, &st);
     print_model(&pl);
+    if (pl.d.n_attn)
+        die("convert: %s is a hybrid (attention blocks %s): Megatron/Primus export covers pure GDN models only (the "
+            "name map of Megatron's attention sublayers is not known here); use --to-hf",
+            o->load, cfg.attn_layers);
     TorchWriter *w = torch_writer_new();
     torch_writer_int(w, "iteration", st.iteration);
     torch_writer_begin_dict(w, "model");

@@ -23,6 +23,7 @@ static const struct {
 };
 
 const char *hf_model_name(const ModelDims *d) {
+    if (d->n_attn) return NULL;
     for (size_t i = 0; i < sizeof known_models / sizeof *known_models; i++) {
         const __typeof__(known_models[0]) *m = &known_models[i];
         if (d->h == m->h && d->L == m->L && d->H == m->H && d->HV == m->HV && d->dk == m->dk && d->dv == m->dv &&
@@ -37,10 +38,10 @@ void hf_describe(char *out, size_t n, const ModelDims *d, size_t total_params) {
     format_count(count, sizeof count, total_params);
     const char *name = hf_model_name(d);
     snprintf(out, n,
-             "%s%s: hidden %d, %d GDN blocks, heads %d q/k x %d v (dk %d, dv %d), ffn %d, conv %d, vocab %d; "
+             "%s%s: hidden %d, %d GDN blocks, heads %d q/k x %d v (dk %d, dv %d), ffn %d, conv %d, vocab %d%s; "
              "%s parameters",
              name ? name : "custom shape", name ? " (FLA pure GDN)" : "", d->h, d->L, d->H, d->HV, d->dk, d->dv, d->F,
-             d->K, d->V, count);
+             d->K, d->V, d->n_attn ? ", hybrid: attention in some blocks" : "", count);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -76,6 +77,48 @@ static int get_bool(const cJSON *o, const char *key, int def, int *out, const ch
     }
     if (!cJSON_IsBool(v)) return set_err(err, errlen, "%s: key '%s': expected true or false", path, key);
     *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+// FLA's `attn` (spec hybrid.md §1.1): null, one dict, or a list holding one dict (gdn.c has one attention
+// spec per model). Defaults as FLA's normalisation; keys FLA keeps but never uses (e.g. qk_norm) are ignored.
+static int hf_read_attn(const cJSON *o, const char *path, Config *hy, char *err, size_t errlen) {
+    config_defaults(hy);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "attn");
+    if (!a || cJSON_IsNull(a)) return 0;
+    if (cJSON_IsArray(a)) {
+        int n = cJSON_GetArraySize(a);
+        if (n != 1)
+            return set_err(err, errlen, "%s: key 'attn' lists %d attention specs; gdn.c supports one (a dict or a list "
+                           "of one)", path, n);
+        a = cJSON_GetArrayItem(a, 0);
+    }
+    if (!cJSON_IsObject(a)) return set_err(err, errlen, "%s: key 'attn': expected null, a dict or a list of one dict", path);
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(a, "layers");
+    if (!cJSON_IsArray(layers) || !cJSON_GetArraySize(layers))
+        return set_err(err, errlen, "%s: key 'attn.layers': expected a non-empty list of block indices", path);
+    size_t off = 0;
+    for (const cJSON *e = layers->child; e; e = e->next) {
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 || e->valuedouble > 1e6)
+            return set_err(err, errlen, "%s: key 'attn.layers': expected non-negative integers", path);
+        off += (size_t)snprintf(hy->attn_layers + off, sizeof hy->attn_layers - off, "%s%d", off ? "," : "",
+                                (int)e->valuedouble);
+        if (off >= sizeof hy->attn_layers) return set_err(err, errlen, "%s: key 'attn.layers': too many layers", path);
+    }
+    int kv = 0, win = 0;
+    double theta = 0;
+    if (get_int(a, "num_heads", -1, &hy->attn_num_heads, path, err, errlen) ||
+        get_int(a, "num_kv_heads", 0, &kv, path, err, errlen) ||
+        get_bool(a, "qkv_bias", 0, &hy->attn_qkv_bias, path, err, errlen) ||
+        get_int(a, "window_size", 0, &win, path, err, errlen) ||
+        get_num(a, "rope_theta", 10000.0, &theta, path, err, errlen))
+        return -1;
+    if (hy->attn_num_heads <= 0) return set_err(err, errlen, "%s: key 'attn.num_heads': required, a positive integer", path);
+    if (kv < 0 || win < 0)
+        return set_err(err, errlen, "%s: key 'attn.%s' must be positive or null", path, kv < 0 ? "num_kv_heads" : "window_size");
+    hy->attn_num_kv_heads = kv ? kv : hy->attn_num_heads; // FLA's normalisation: null -> num_heads
+    hy->attn_window_size = win;
+    hy->attn_rope_theta = (float)theta;
     return 0;
 }
 
@@ -148,8 +191,10 @@ int hf_read_config(const char *dir, Config *cfg, char *err, size_t errlen) {
                 neg && use_short_conv && use_gate ? "true" : "false");
         goto out;
     }
-    const char *nonnull[] = {"attn", "attnres_block_size"};
-    for (int i = 0; i < 2; i++) {
+    Config hy; // the attn_* keys, applied after config_defaults below
+    if (hf_read_attn(o, path, &hy, err, errlen)) goto out;
+    const char *nonnull[] = {"attnres_block_size"};
+    for (int i = 0; i < 1; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, nonnull[i]);
         if (v && !cJSON_IsNull(v)) {
             set_err(err, errlen, "%s: key '%s' is set: hybrid attention / attention residuals are not supported", path,
@@ -174,6 +219,12 @@ int hf_read_config(const char *dir, Config *cfg, char *err, size_t errlen) {
     cfg->vocab_size = V;
     cfg->norm_eps = (float)eps;
     cfg->init_std = (float)init_std;
+    memcpy(cfg->attn_layers, hy.attn_layers, sizeof cfg->attn_layers);
+    cfg->attn_num_heads = hy.attn_num_heads;
+    cfg->attn_num_kv_heads = hy.attn_num_kv_heads;
+    cfg->attn_qkv_bias = hy.attn_qkv_bias;
+    cfg->attn_window_size = hy.attn_window_size;
+    cfg->attn_rope_theta = hy.attn_rope_theta;
     char e2[ERR_LEN];
     if (config_validate(cfg, e2, sizeof e2)) {
         set_err(err, errlen, "%s: %s", path, e2);
@@ -218,13 +269,30 @@ char *hf_config_json(const Config *cfg, const char *torch_dtype, char *err, size
     py_float(ev, sizeof ev, expand_v, 0);
     py_float(eps, sizeof eps, cfg->norm_eps, 1);
     py_float(ir, sizeof ir, cfg->init_std, 1);
+    // FLA's normalised attn dict (spec hybrid.md §1.1), keys sorted as json.dumps(sort_keys=True) does
+    char *attn = xstrdup("null");
+    if (d.n_attn) {
+        Buf a = {0};
+        char th[64];
+        py_float(th, sizeof th, d.rope_theta, 1);
+        buf_printf(&a, "{\n    \"layers\": [\n");
+        for (int l = 0, k = 0; l < d.L; l++)
+            if (d.kind[l] == LAYER_ATTN) buf_printf(&a, "%s      %d", k++ ? ",\n" : "", l);
+        buf_printf(&a, "\n    ],\n    \"num_heads\": %d,\n    \"num_kv_heads\": %d,\n    \"qkv_bias\": %s,\n"
+                   "    \"rope_theta\": %s,\n    \"window_size\": ",
+                   d.Ha, d.Hkv, d.qkv_bias ? "true" : "false", th);
+        if (d.window) buf_printf(&a, "%d\n  }", d.window);
+        else buf_printf(&a, "null\n  }");
+        free(attn);
+        attn = a.p;
+    }
     Buf b = {0};
     // sorted keys, as transformers' PretrainedConfig.to_json_string writes them
     buf_printf(&b,
                "{\n"
                "  \"allow_neg_eigval\": false,\n"
                "  \"architectures\": [\n    \"GatedDeltaNetForCausalLM\"\n  ],\n"
-               "  \"attn\": null,\n"
+               "  \"attn\": %s,\n"
                "  \"attn_mode\": \"chunk\",\n"
                "  \"attnres_block_size\": null,\n"
                "  \"bos_token_id\": 128000,\n"
@@ -257,7 +325,8 @@ char *hf_config_json(const Config *cfg, const char *torch_dtype, char *err, size
                "  \"use_short_conv\": true,\n"
                "  \"vocab_size\": %d\n"
                "}\n",
-               d.K, torch_dtype, ev, d.dk, d.h, ir, d.F, eps, d.H, d.L, d.HV, torch_dtype, d.V);
+               attn, d.K, torch_dtype, ev, d.dk, d.h, ir, d.F, eps, d.H, d.L, d.HV, torch_dtype, d.V);
+    free(attn);
     return b.p;
 }
 

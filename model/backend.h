@@ -137,6 +137,31 @@ typedef struct Backend {
                               const void *o, int ldo, const void *z, int ldz, const float *rstd, const float *w,
                               int N, int HV, int dv);
 
+    // ---- softmax attention of a hybrid's attention blocks (spec hybrid.md §2). Query head j reads KV head
+    // j / (Ha/Hkv); head dim d. Keys and values of sequence b are rows b*kv_bstride + tau of K and V (training:
+    // kv_bstride = T; decoding: the KV cache, kv_bstride = its capacity). pos (backend memory, [1]; NULL = 0):
+    // tokens each sequence saw before this call (all alike), so the T new tokens sit at positions pos..pos+T-1 and
+    // query t attends keys tau <= pos+t, and with window w > 0 only tau > pos+t-w.
+    // P [N, ldp] = the fused projection [q|k|v] (Ha*d + 2*Hkv*d columns), bias fp32 [Ha*d + 2*Hkv*d] or NULL:
+    // Q [N, Ha*d] = RoPE(q + bq); rows b*kv_bstride + pos + t of K, V [., Hkv*d] = RoPE(k + bk), v + bv.
+    // RoPE: rotate-half over all d, angle p / theta^(2i/d), fp32 tables (spec §2.2).
+    void (*attn_qkv_fwd)(void *Q, void *K, void *V, int kv_bstride, const void *P, int ldp, const float *bias,
+                         const int32_t *pos, int B, int T, int Ha, int Hkv, int d, float theta);
+    // Training layout (kv_bstride = T, pos 0): dP (overwrite) = inverse rotation of dQ, dK, and dV;
+    // dbias += column sums over tokens in order (NULL: no bias).
+    void (*attn_qkv_bwd)(void *dP, int lddp, float *dbias, const void *dQ, const void *dK, const void *dV, int B,
+                         int T, int Ha, int Hkv, int d, float theta);
+    // O [N, Ha*d] = softmax(scale * Q K^T, causal/window) V; lse [B, Ha, T] fp32 natural-log logsumexp of the
+    // scaled scores, kept for the backward (NULL: not stored).
+    void (*attn_fwd)(void *O, float *lse, const void *Q, const void *K, const void *V, int kv_bstride,
+                     const int32_t *pos, int B, int T, int Ha, int Hkv, int d, int window, float scale);
+    // Training layout. dQ [N, Ha*d], dK, dV [N, Hkv*d] overwrite; dK/dV sum over each group's query heads.
+    // P is recomputed from lse; D = rowsum(dO * O).
+    void (*attn_bwd)(void *dQ, void *dK, void *dV, const void *dO, const void *Q, const void *K, const void *V,
+                     const void *O, const float *lse, int B, int T, int Ha, int Hkv, int d, int window, float scale);
+    // *pos += n (backend memory; a decode step advances its KV-cache length inside its recorded graph)
+    void (*pos_advance)(int32_t *pos, int n);
+
     // ---- SwiGLU: gu [N, 2F] = [gate | up]; y[N,F] = silu(gate) * up
     void (*swiglu_fwd)(void *y, const void *gu, int N, int F);
     void (*swiglu_bwd)(void *dgu, const void *dy, const void *gu, int N, int F);

@@ -57,6 +57,9 @@ static const struct { const char *key; double lo, hi; int open_lo; } ranges[] = 
     // blends, validation, stops (issue 18)
     {"mid_level_dataset_surplus", 0, 10, 0},  {"eval_interval", 0, 2000000000, 0},
     {"eval_iters", 0, 2000000000, 0},         {"exit_duration_in_mins", 0, 1e9, 0},
+    // hybrid attention (issue 21): 0 heads / kv heads / window = unset, full causal
+    {"attn_num_heads", 0, 4096, 0},           {"attn_num_kv_heads", 0, 4096, 0},
+    {"attn_window_size", 0, 1 << 24, 0},      {"attn_rope_theta", 0, 1e12, 1},
 };
 
 int config_key_range(const char *key, double *lo, double *hi, int *open_lo) {
@@ -133,6 +136,11 @@ static int set_key(Config *c, const KeyInfo *k, const char *v, int factor, char 
 }
 
 int config_set(Config *c, const char *key, const char *value, char *err, size_t errlen) {
+    if (!strcmp(key, "attn")) { // FLA's `attn: null`: pure GDN; a spec is a mapping of attn_* keys
+        if (*value) return set_err(err, errlen, "key 'attn': expected null or a mapping (layers, num_heads, ...)");
+        c->attn_layers[0] = 0;
+        return 0;
+    }
     const KeyInfo *k = find_key(key);
     int factor = 1;
     if (!k) {
@@ -140,6 +148,8 @@ int config_set(Config *c, const char *key, const char *value, char *err, size_t 
             if (!strcmp(aliases[i].alias, key)) { k = find_key(aliases[i].key); factor = aliases[i].factor; }
     }
     if (!k) return set_err(err, errlen, "unknown key '%s' (gdn train --help lists the keys)", key);
+    // FLA's null for these two means "none" / "= num_heads", which the keys spell 0
+    if (!*value && (!strcmp(k->name, "attn_window_size") || !strcmp(k->name, "attn_num_kv_heads"))) value = "0";
     return set_key(c, k, value, factor, err, errlen);
 }
 
@@ -152,6 +162,8 @@ void config_defaults(Config *c) {
 }
 
 // Flattens nested mappings ("model: {hidden_size: 1024}" -> hidden_size) since Primus YAMLs group keys.
+// The one exception is FLA's `attn:` mapping, whose keys get an attn_ prefix (its num_heads is not the GDN
+// num_heads), and whose `layers` list is the one list accepted (joined with commas into attn_layers).
 int config_load_yaml(Config *c, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) return set_err(err, errlen, "cannot open config %s: %s", path, strerror(errno));
@@ -159,7 +171,7 @@ int config_load_yaml(Config *c, const char *path, char *err, size_t errlen) {
     yaml_parser_initialize(&p);
     yaml_parser_set_input_file(&p, f);
     char key[128] = "";
-    int have_key = 0, depth = 0, rc = 0, done = 0, in_list = 0;
+    int have_key = 0, depth = 0, rc = 0, done = 0, attn_depth = 0, in_list = 0;
     char list[4096];
     while (!done) {
         yaml_event_t ev;
@@ -170,12 +182,21 @@ int config_load_yaml(Config *c, const char *path, char *err, size_t errlen) {
         }
         switch (ev.type) {
         case YAML_STREAM_END_EVENT: done = 1; break;
-        case YAML_MAPPING_START_EVENT: depth++; have_key = 0; break;
-        case YAML_MAPPING_END_EVENT: depth--; have_key = 0; break;
+        case YAML_MAPPING_START_EVENT:
+            depth++;
+            if (have_key && !strcmp(key, "attn") && !attn_depth) attn_depth = depth;
+            have_key = 0;
+            break;
+        case YAML_MAPPING_END_EVENT:
+            if (depth == attn_depth) attn_depth = 0;
+            depth--; have_key = 0;
+            break;
         case YAML_SEQUENCE_START_EVENT:
-            // data path lists (Megatron's nargs='*' keys) are joined with spaces; no other key takes a list
-            if (!have_key || !strstr(key, "data_path") || in_list) {
-                rc = set_err(err, errlen, "%s:%zu: key '%s': lists are not supported", path, ev.start_mark.line + 1, key);
+            // data path lists (Megatron's nargs='*' keys) are joined with spaces, FLA's attn layers with commas;
+            // no other key takes a list
+            if (!have_key || (!strstr(key, "data_path") && strcmp(key, "attn_layers")) || in_list) {
+                rc = set_err(err, errlen, "%s:%zu: key '%s': lists are not supported%s", path, ev.start_mark.line + 1,
+                             key, !strcmp(key, "attn") ? " (FLA's list of attention specs: give one spec)" : "");
                 done = 1;
             } else {
                 in_list = 1;
@@ -199,10 +220,11 @@ int config_load_yaml(Config *c, const char *path, char *err, size_t errlen) {
                     rc = set_err(err, errlen, "%s:%zu: key '%s': list too long", path, ev.start_mark.line + 1, key);
                     done = 1;
                 } else {
-                    snprintf(list + n, sizeof list - n, "%s%s", n ? " " : "", (const char *)ev.data.scalar.value);
+                    snprintf(list + n, sizeof list - n, "%s%s", n ? (strcmp(key, "attn_layers") ? " " : ",") : "",
+                             (const char *)ev.data.scalar.value);
                 }
             } else if (!have_key) {
-                snprintf(key, sizeof key, "%s", (const char *)ev.data.scalar.value);
+                snprintf(key, sizeof key, "%s%s", attn_depth ? "attn_" : "", (const char *)ev.data.scalar.value);
                 have_key = 1;
             } else {
                 char e2[ERR_LEN];
@@ -252,6 +274,33 @@ int config_apply_flags(Config *c, int *argc, char **argv, char *err, size_t errl
     return 0;
 }
 
+// attn_layers "3,7,11" -> is_attn flags; -1 with err set on a malformed list.
+static int parse_attn_layers(const Config *c, int L, unsigned char *is_attn, char *err, size_t errlen) {
+    memset(is_attn, 0, GDN_MAX_BLOCKS);
+    int n = 0;
+    const char *s = c->attn_layers;
+    while (*s) {
+        char *end;
+        while (*s == ' ' || *s == '[') s++;
+        if (!*s || *s == ']') break;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno)
+            return set_err(err, errlen, "key 'attn_layers': expected comma-separated block indices, got '%s'", c->attn_layers);
+        if (v < 0 || v >= L || v >= GDN_MAX_BLOCKS)
+            return set_err(err, errlen, "key 'attn_layers': block %ld is outside [0, %d) (num_layers %d = %d GDN blocks)",
+                           v, L, 2 * L, L);
+        if (is_attn[v]) return set_err(err, errlen, "key 'attn_layers': block %ld is listed twice", v);
+        is_attn[v] = 1;
+        n++;
+        s = end;
+        while (*s == ' ' || *s == ']') s++;
+        if (*s == ',') s++;
+        else if (*s) return set_err(err, errlen, "key 'attn_layers': expected ',' after %ld in '%s'", v, c->attn_layers);
+    }
+    return n;
+}
+
 const char *layer_kind_name(int kind) {
     static const char *names[] = {
 #define X(e, name) [e] = #name,
@@ -277,7 +326,23 @@ ModelDims config_dims(const Config *c) {
     d.V = c->vocab_size;
     d.eps = c->norm_eps;
     d.init_std = c->init_std;
-    for (int l = 0; l < d.L && l < GDN_MAX_BLOCKS; l++) d.kind[l] = LAYER_GDN; // the one place a block's kind is chosen
+    for (int l = 0; l < d.L && l < GDN_MAX_BLOCKS; l++) d.kind[l] = LAYER_GDN; // the one place a block's kind is chosen (attn_layers below)
+    char err[ERR_LEN];
+    unsigned char is_attn[GDN_MAX_BLOCKS];
+    int n = parse_attn_layers(c, d.L, is_attn, err, sizeof err);
+    if (n > 0 && c->attn_num_heads > 0) { // config_validate reports the other cases
+        for (int l = 0; l < d.L && l < GDN_MAX_BLOCKS; l++)
+            if (is_attn[l]) d.kind[l] = LAYER_ATTN;
+        d.n_attn = n;
+        d.Ha = c->attn_num_heads;
+        d.Hkv = c->attn_num_kv_heads > 0 ? c->attn_num_kv_heads : d.Ha;
+        d.da = d.h / d.Ha;
+        d.Dq = d.Ha * d.da;
+        d.Dkv = d.Hkv * d.da;
+        d.qkv_bias = c->attn_qkv_bias;
+        d.window = c->attn_window_size;
+        d.rope_theta = c->attn_rope_theta;
+    }
     return d;
 }
 
@@ -298,6 +363,23 @@ int config_validate(const Config *c, char *err, size_t errlen) {
     if (c->num_v_heads % c->num_heads)
         return set_err(err, errlen, "linear_num_value_heads (%d) must be a multiple of linear_num_key_heads (%d)",
                        c->num_v_heads, c->num_heads);
+    // hybrid attention (spec hybrid.md §1.1; Ha % Hkv is checked here, FLA leaves it to flash-attn)
+    unsigned char is_attn[GDN_MAX_BLOCKS];
+    char e2[ERR_LEN];
+    int na = parse_attn_layers(c, c->num_layers / 2, is_attn, e2, sizeof e2);
+    if (na < 0) return set_err(err, errlen, "%s", e2);
+    if (na > 0) {
+        int Ha = c->attn_num_heads, Hkv = c->attn_num_kv_heads ? c->attn_num_kv_heads : Ha;
+        if (Ha <= 0) return set_err(err, errlen, "attn_layers is set: key 'attn_num_heads' must be positive (got %d)", Ha);
+        if (c->attn_num_kv_heads < 0 || Ha % Hkv)
+            return set_err(err, errlen, "attn_num_kv_heads (%d) must be positive and divide attn_num_heads (%d)", Hkv, Ha);
+        if (c->hidden_size % Ha || (c->hidden_size / Ha) % 2)
+            return set_err(err, errlen, "hidden_size (%d) / attn_num_heads (%d) must be an even integer (the RoPE head dim)",
+                           c->hidden_size, Ha);
+        if (c->attn_window_size < 0)
+            return set_err(err, errlen, "attn_window_size must be >= 0 (0: full causal), got %d", c->attn_window_size);
+        if (!(c->attn_rope_theta > 0)) return set_err(err, errlen, "attn_rope_theta must be positive");
+    }
     if (c->nproc_per_node < 1) return set_err(err, errlen, "nproc_per_node must be >= 1 (got %d)", c->nproc_per_node);
     if (!(c->distributed_timeout_minutes > 0))
         return set_err(err, errlen, "distributed_timeout_minutes must be > 0 (got %g)", c->distributed_timeout_minutes);
@@ -321,6 +403,10 @@ int config_validate(const Config *c, char *err, size_t errlen) {
         return set_err(err, errlen, "adam betas must be in [0, 1)");
     if (!(c->norm_eps > 0)) return set_err(err, errlen, "norm_epsilon must be positive");
     if (c->eval_interval < 0 || c->eval_iters < 0) return set_err(err, errlen, "eval_interval and eval_iters must be >= 0");
+    // packed documents reset the GDN state and the conv; the attention blocks have no document mask yet
+    if (c->reset_state_at_eod && c->attn_layers[0])
+        return set_err(err, errlen, "reset_state_at_eod with attention blocks (attn_layers %s): the attention layers do not "
+                       "mask across documents yet; train hybrids without it", c->attn_layers);
     if (c->exit_duration_in_mins < 0) return set_err(err, errlen, "exit_duration_in_mins must be >= 0");
     if (!(c->mid_level_dataset_surplus >= 0)) return set_err(err, errlen, "mid_level_dataset_surplus must be >= 0");
     return 0;

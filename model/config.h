@@ -28,6 +28,13 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(vocab_size, CK_INT, vocab_size, "128256", "vocabulary (tied embeddings / lm_head)")                 \
     X(norm_epsilon, CK_FLOAT, norm_eps, "1e-6", "RMSNorm eps (attn/mlp/final/o_norm)")                    \
     X(init_method_std, CK_FLOAT, init_std, "0.02", "std of the normal init")                              \
+    /* hybrid attention layers (FLA's `attn` dict; YAML `attn: {layers: [3, 7], num_heads: 16, ...}`) */    \
+    X(attn_layers, CK_STR, attn_layers, "", "GDN blocks that use softmax attention instead, e.g. 3,7,11 (empty: pure GDN)") \
+    X(attn_num_heads, CK_INT, attn_num_heads, "0", "attention query heads Ha (head dim = hidden_size / Ha)") \
+    X(attn_num_kv_heads, CK_INT, attn_num_kv_heads, "0", "attention KV heads Hkv, dividing Ha (0: = attn_num_heads)") \
+    X(attn_qkv_bias, CK_BOOL, attn_qkv_bias, "false", "biases on the attention q/k/v projections")       \
+    X(attn_window_size, CK_INT, attn_window_size, "0", "sliding window w: query t sees keys t-w+1..t (0: full causal)") \
+    X(attn_rope_theta, CK_FLOAT, attn_rope_theta, "10000", "RoPE base of the attention layers")          \
     /* training */                                                                                         \
     X(train_iters, CK_INT, train_iters, "100", "optimizer steps")                                         \
     X(micro_batch_size, CK_INT, micro_batch_size, "1", "sequences per micro-batch (per rank)")           \
@@ -86,6 +93,9 @@ typedef struct {
     int hidden_size, num_layers, ffn_hidden_size, num_heads, num_v_heads, head_dim, v_head_dim;
     int conv_size, vocab_size;
     float norm_eps, init_std;
+    char attn_layers[256]; // hybrid attention
+    int attn_num_heads, attn_num_kv_heads, attn_qkv_bias, attn_window_size;
+    float attn_rope_theta;
     int train_iters, micro_batch_size, global_batch_size, seq_length;
     float lr, min_lr;
     int lr_warmup_iters, lr_decay_iters;
@@ -115,7 +125,9 @@ typedef struct {
 // Layer kinds: each block is attn_norm, a mixer, mlp_norm and the SwiGLU MLP; its kind picks the mixer.
 // X(enum, name). A kind is added here, with its tensors in model/params.h (LAYER_TENSORS_<name>) and its
 // forward/backward/decode state in model/layer_<name>.c (see model/layer.h).
-#define LAYER_KINDS(X) X(LAYER_GDN, gdn) /* Gated DeltaNet mixer (FLA GatedDeltaNet) */
+#define LAYER_KINDS(X)                                                 \
+    X(LAYER_GDN, gdn) /* Gated DeltaNet mixer (FLA GatedDeltaNet) */   \
+    X(LAYER_ATTN, attn) /* softmax attention of a hybrid (FLA Attention) */
 typedef enum {
 #define X(e, name) e,
     LAYER_KINDS(X)
@@ -137,7 +149,14 @@ typedef struct {
     int V;      // vocab
     float eps;
     float init_std;
-    unsigned char kind[GDN_MAX_BLOCKS]; // LayerKind of each block [L]; today every block is LAYER_GDN
+    unsigned char kind[GDN_MAX_BLOCKS]; // LayerKind of each block [L] (LAYER_ATTN: the blocks in attn_layers)
+    // hybrid attention (spec hybrid.md): n_attn blocks have softmax attention instead of the GDN mixer
+    int n_attn;
+    int Ha, Hkv, da;   // query heads, KV heads, head dim (h / Ha)
+    int Dq, Dkv;       // Ha*da, Hkv*da
+    int qkv_bias;      // q/k/v_proj biases
+    int window;        // 0 = full causal
+    float rope_theta;
 } ModelDims;
 
 void config_defaults(Config *c);

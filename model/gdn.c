@@ -46,6 +46,10 @@ Model *model_create(const Config *cfg, const Backend *be, int training) {
     m->d = config_dims(cfg);
     m->be = be;
     m->training = training;
+    if (kind_used(m, LAYER_ATTN) &&
+        !(be->attn_qkv_fwd && be->attn_qkv_bwd && be->attn_fwd && be->attn_bwd && be->pos_advance))
+        die("the %s backend has no softmax-attention kernels yet: hybrid models (attn_layers %s) run on --device cpu",
+            be->name, cfg->attn_layers);
     params_layout(&m->lay, &m->d);
     size_t n = m->lay.total;
     m->params = be->alloc(n * sizeof(float));
@@ -210,6 +214,18 @@ void infer_state_free(Model *m, InferState *st) {
     free(st);
 }
 
+// Before a forward of T more tokens with a state, outside any graph capture: room in the states that grow
+// (attention KV caches); a recorded decode graph is dropped when they moved.
+static void state_grow(Model *m, InferState *st, int T) {
+    int moved = 0;
+    for (int l = 0; l < m->d.L; l++)
+        if (kind_of(m, l)->state_grow) moved |= kind_of(m, l)->state_grow(m, l, st->B, T, &st->layer[l]);
+    if (moved && st->graph) {
+        m->be->graph_free(st->graph);
+        st->graph = NULL;
+    }
+}
+
 // The forward from token ids already in backend memory (no host round trip: a decode graph records it).
 static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, InferState *st) {
     const Backend *be = m->be;
@@ -237,6 +253,7 @@ void model_forward_state(Model *m, const int32_t *ids, int B, int T, InferState 
     if (st && st->B != B) die("inference state holds %d sequences, batch has %d", st->B, B);
     check_ids(m, ids, (size_t)B * T, "input");
     ensure_acts(m, B, T);
+    if (st) state_grow(m, st, T);
     m->be->memcpy_h2d(m->ids, ids, (size_t)B * T * sizeof(int32_t));
     forward_tokens(m, m->ids, B, T, st);
 }
@@ -262,6 +279,7 @@ void model_decode_step(Model *m, InferState *st, const int32_t *feed, int32_t *a
         die("model_decode_step: the first step needs the tokens to feed");
     }
     ensure_acts(m, B, 1);
+    state_grow(m, st, 1);
     if (st->graph && st->graph_gen != m->acts_gen) { // the activations moved: record again
         be->graph_free(st->graph);
         st->graph = NULL;

@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "layer_attn.h"
 #include "layer_gdn.h"
 #include "params.h"
 
@@ -17,14 +18,20 @@ typedef struct {
     void *s_attn, *y_attn;   // residual stream into the attn norm [N,h] and its normed output
     float *rstd_attn;        // [N]
     GdnActs gdn;             // the mixer's, by kind (layer_<kind>.h); only the block's own kind is set
+    AttnActs attn;
     void *s_mlp, *y_mlp;     // residual stream into the mlp norm and its normed output [N,h]
     float *rstd_mlp;         // [N]
     void *GU, *Hh;           // [N, 2F] gate|up, [N, F] silu(gate)*up
+    // attention blocks of a hybrid (P then holds the raw [q|k|v] projection [N, Dq+2Dkv])
+    void *aQ, *aK, *aV;      // RoPE'd q [N, Dq], k and v [N, Dkv] (training layout; decoding uses the KV cache)
+    void *aO;                // attention output [N, Dq]
+    float *lse;              // [B, Ha, T] softmax logsumexp, for the backward
 } BlockActs;
 
 // Decode state of one block, by kind; only the block's own kind is set.
 typedef struct {
     GdnState gdn;
+    AttnState attn;
 } LayerState;
 
 typedef struct Model {
@@ -50,6 +57,7 @@ typedef struct Model {
     // backward scratch: of the stream and the MLP, and per mixer kind
     void *dy, *ds0, *ds1, *dGU, *dH;
     GdnGrads gdn_grads;
+    AttnGrads attn_grads;
     float *scalars;         // [64] backend scalars: loss slots, grad norm
     float *logits_buf;      // [64, V] fp32 for model_logits / model_score_rows, allocated on first use
     int32_t *score_idx;     // [2*64] targets | argmax for model_score_rows
@@ -64,7 +72,8 @@ typedef struct Model {
 } Model;
 
 // Recurrent inference state of B sequences: per block its kind's decode state (GDN: the conv windows and
-// each v head's delta-rule state, constant size whatever the length decoded).
+// each v head's delta-rule state, constant size whatever the length decoded; attention: a KV cache that
+// grows with the tokens seen).
 typedef struct {
     int B;
     LayerState *layer; // [L]

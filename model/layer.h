@@ -30,6 +30,10 @@ typedef struct {
     void (*state_alloc)(Model *m, int l, int B, LayerState *st);
     void (*state_reset)(Model *m, int l, int B, LayerState *st);
     void (*state_free)(Model *m, int l, LayerState *st);
+    // Optional (NULL: the state has a fixed size): before a forward of T more tokens, outside any graph
+    // capture, makes room for them and counts them as seen. Returns 1 when buffers moved (a recorded
+    // decode graph is then stale).
+    int (*state_grow)(Model *m, int l, int B, int T, LayerState *st);
 } LayerKindOps;
 
 #define X(e, name) extern const LayerKindOps layer_##name;

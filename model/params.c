@@ -11,6 +11,7 @@
 static void add_tensor(ParamLayout *pl, int *cap, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2,
                        int init, int decay, int layer, int kind, int meg_sub, const char *meg, const char *meg_te,
                        int meg_fp32, size_t *off_field) {
+    if ((size_t)d0 * (size_t)d1 * (size_t)d2 == 0) return; // an absent optional tensor (attention qkv biases)
     if (pl->ntensors == *cap) {
         *cap = *cap ? *cap * 2 : 64;
         pl->tensors = xrealloc(pl->tensors, (size_t)*cap * sizeof *pl->tensors);
@@ -99,6 +100,9 @@ void params_init(const ParamLayout *pl, float *host, uint64_t seed) {
         float *p = host + t->off;
         uint64_t s = seed * 0x100000001b3ull + (uint64_t)i * 0x9e3779b97f4a7c15ull;
         switch (t->init) {
+        case INIT_ZEROS: // qkv biases (FLA _init_weights zeroes Linear biases)
+            memset(p, 0, t->numel * sizeof(float));
+            break;
         case INIT_ONES:
             for (size_t j = 0; j < t->numel; j++) p[j] = 1.0f;
             break;

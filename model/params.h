@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-enum { INIT_NORMAL, INIT_ONES, INIT_A_LOG, INIT_DT_BIAS };
+enum { INIT_NORMAL, INIT_ONES, INIT_A_LOG, INIT_DT_BIAS, INIT_ZEROS };
 
 // X(field, hf_suffix, meg_sub, meg, meg_te, meg_fp32, ndim, d0, d1, d2, init, decay). Shapes use ModelDims d
 // (see params.c). hf_suffix: FLA HuggingFace name after "model.layers.<l>.". Megatron: the tensor lives in
@@ -43,6 +43,18 @@ enum { INIT_NORMAL, INIT_ONES, INIT_A_LOG, INIT_DT_BIAS };
     X(v_conv1d, "attn.v_conv1d.weight", 0, "mixer.conv1d.weight", "mixer.conv1d.weight", 0, 3, d.Vd, 1, d.K, INIT_NORMAL, 1) \
     X(o_norm, "attn.o_norm.weight", 0, "mixer.out_norm.weight", "mixer.out_norm.weight", 0, 1, d.dv, 1, 1, INIT_ONES, 0) \
     X(o_proj, "attn.o_proj.weight", 0, "mixer.out_proj.weight", "mixer.out_proj.weight", 0, 2, d.h, d.Vd, 1, INIT_NORMAL, 1)
+
+// A hybrid's attention mixer (spec hybrid.md §1.3): FLA's Attention names; q|k|v weights contiguous for one
+// fused GEMM, biases likewise (zero-size, so absent, without qkv_bias). The Megatron names are placeholders:
+// Megatron conversion of hybrids is refused (io/convert.c).
+#define LAYER_TENSORS_attn(X)                                                      \
+    X(q_proj, "attn.q_proj.weight", 0, "self_attention.linear_q.weight", "self_attention.linear_q.weight", 0, 2, d.Dq, d.h, 1, INIT_NORMAL, 1) \
+    X(k_proj, "attn.k_proj.weight", 0, "self_attention.linear_k.weight", "self_attention.linear_k.weight", 0, 2, d.Dkv, d.h, 1, INIT_NORMAL, 1) \
+    X(v_proj, "attn.v_proj.weight", 0, "self_attention.linear_v.weight", "self_attention.linear_v.weight", 0, 2, d.Dkv, d.h, 1, INIT_NORMAL, 1) \
+    X(q_bias, "attn.q_proj.bias", 0, "self_attention.linear_q.bias", "self_attention.linear_q.bias", 0, 1, d.qkv_bias ? d.Dq : 0, 1, 1, INIT_ZEROS, 0) \
+    X(k_bias, "attn.k_proj.bias", 0, "self_attention.linear_k.bias", "self_attention.linear_k.bias", 0, 1, d.qkv_bias ? d.Dkv : 0, 1, 1, INIT_ZEROS, 0) \
+    X(v_bias, "attn.v_proj.bias", 0, "self_attention.linear_v.bias", "self_attention.linear_v.bias", 0, 1, d.qkv_bias ? d.Dkv : 0, 1, 1, INIT_ZEROS, 0) \
+    X(o_proj, "attn.o_proj.weight", 0, "self_attention.linear_proj.weight", "self_attention.linear_proj.weight", 0, 2, d.h, d.Dq, 1, INIT_NORMAL, 1)
 
 #define LAYER_TENSORS_MLP(X)                                                       \
     X(mlp_norm, "mlp_norm.weight", 1, "pre_mlp_layernorm.weight", "mlp.linear_fc1.layer_norm_weight", 0, 1, d.h, 1, 1, INIT_ONES, 0) \

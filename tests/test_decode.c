@@ -1,7 +1,9 @@
 // test_decode.c: recurrent decoding. Prefilling a prefix with the chunked forward and then decoding
 // token by token (T = 1, carrying only the conv windows and delta-rule states) gives the full-sequence
 // forward's logits at every position, to <= 1e-5 relative, for sequences shorter and longer than 64,
-// for B = 1 and B = 2; and the state is constant-size.
+// for B = 1 and B = 2; and the state is constant-size. Hybrids (hybrid.md §3): with attention blocks the
+// state adds a KV cache per attention block; decoding N tokens after a prefill equals the last N positions
+// of the full forward, with and without a sliding window, past the cache's first growth (256 rows).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,11 +19,21 @@ static int32_t argmax_logit_ref(const float *l, int V) { // ties: the lowest id
     return best;
 }
 
-static int check(int B, int T, int prefill) {
+// hybrid < 0: pure GDN; else 3 blocks, the middle one attention (3 q heads, 1 kv head) with window `hybrid`
+static void small_config(Config *c, int hybrid) {
+    config_defaults(c);
+    c->hidden_size = 48; c->num_layers = 4; c->num_heads = 2; c->num_v_heads = 4; c->head_dim = 16; c->v_head_dim = 16;
+    c->ffn_hidden_size = 96; c->vocab_size = 300; c->init_std = 0.2f;
+    if (hybrid >= 0) {
+        c->num_layers = 6;
+        snprintf(c->attn_layers, sizeof c->attn_layers, "1");
+        c->attn_num_heads = 3; c->attn_num_kv_heads = 1; c->attn_window_size = hybrid;
+    }
+}
+
+static int check(int B, int T, int prefill, int hybrid) {
     Config c;
-    config_defaults(&c);
-    c.hidden_size = 48; c.num_layers = 4; c.num_heads = 2; c.num_v_heads = 4; c.head_dim = 16; c.v_head_dim = 16;
-    c.ffn_hidden_size = 96; c.vocab_size = 300; c.init_std = 0.2f;
+    small_config(&c, hybrid);
     Model *m = model_create(&c, backend_cpu(), 0);
     float *params = xmalloc(m->lay.total * 4);
     params_init(&m->lay, params, 5);
@@ -59,8 +71,8 @@ static int check(int B, int T, int prefill) {
     }
     double rel = worst / scale;
     int ok = rel <= 1e-5;
-    printf("%s B=%d T=%d prefill=%d: max |decode - full| / max|full| = %.2e (tol 1e-5)\n", ok ? "ok  " : "FAIL", B, T,
-           prefill, rel);
+    printf("%s %s B=%d T=%d prefill=%d: max |decode - full| / max|full| = %.2e (tol 1e-5)\n", ok ? "ok  " : "FAIL",
+           hybrid < 0 ? "gdn" : hybrid ? "hybrid, window" : "hybrid, full causal", B, T, prefill, rel);
     infer_state_free(m, st);
     model_free(m);
     free(params); free(ids); free(full); free(step); free(chunk);
@@ -70,11 +82,9 @@ static int check(int B, int T, int prefill) {
 // model_decode_step (the decode path generate and verify use): its logits equal model_forward_state's with
 // T = 1 bit for bit, its argmax is the host's argmax of those logits, and feeding NULL (the previous argmax,
 // kept in backend memory) continues exactly as feeding that argmax from the host.
-static int check_decode_step(void) {
+static int check_decode_step(int hybrid) {
     Config c;
-    config_defaults(&c);
-    c.hidden_size = 48; c.num_layers = 4; c.num_heads = 2; c.num_v_heads = 4; c.head_dim = 16; c.v_head_dim = 16;
-    c.ffn_hidden_size = 96; c.vocab_size = 300; c.init_std = 0.2f;
+    small_config(&c, hybrid);
     const int B = 2, P = 30, S = 12, V = c.vocab_size;
     Model *m = model_create(&c, backend_cpu(), 0);
     float *params = xmalloc(m->lay.total * 4);
@@ -115,9 +125,9 @@ static int check_decode_step(void) {
     }
     int greedy_ok = !memcmp(greedy_host, greedy_dev, sizeof greedy_host);
     int ok = same && argmax_ok && greedy_ok;
-    printf("%s decode step: logits == forward_state T=1 bit for bit: %s; argmax == host argmax: %s; greedy with the "
+    printf("%s %s decode step: logits == forward_state T=1 bit for bit: %s; argmax == host argmax: %s; greedy with the "
            "argmax kept in backend memory == fed from the host: %s\n",
-           ok ? "ok  " : "FAIL", same ? "yes" : "NO", argmax_ok ? "yes" : "NO", greedy_ok ? "yes" : "NO");
+           ok ? "ok  " : "FAIL", hybrid < 0 ? "gdn" : "hybrid", same ? "yes" : "NO", argmax_ok ? "yes" : "NO", greedy_ok ? "yes" : "NO");
     infer_state_free(m, ra); infer_state_free(m, rb); infer_state_free(m, rc); infer_state_free(m, rd);
     model_free(m);
     free(params); free(la); free(lb);
@@ -125,11 +135,14 @@ static int check_decode_step(void) {
 }
 
 int main(void) {
-    int fails = check_decode_step();
-    fails += check(1, 20, 0);   // all decode, shorter than a chunk
-    fails += check(1, 150, 70); // prefill past one chunk boundary, then decode across the next
-    fails += check(2, 90, 64);  // two sequences, prefill exactly one chunk
-    fails += check(2, 40, 1);
+    int fails = check_decode_step(-1) + check_decode_step(0);
+    fails += check(1, 20, 0, -1);   // all decode, shorter than a chunk
+    fails += check(1, 150, 70, -1); // prefill past one chunk boundary, then decode across the next
+    fails += check(2, 90, 64, -1);  // two sequences, prefill exactly one chunk
+    fails += check(2, 40, 1, -1);
+    fails += check(2, 300, 70, 0);  // hybrid: the KV cache grows from 256 rows mid-decode
+    fails += check(1, 40, 0, 0);    // hybrid, all decode
+    fails += check(2, 120, 50, 11); // hybrid with a window of 11
     printf("%s\n", fails ? "FAIL" : "PASS");
     return fails ? 1 : 0;
 }

@@ -3,6 +3,8 @@
 // T not a multiple of 64, B > 1, ignored labels) this writes random weights and tokens, runs forward +
 // backward in C (chunked and recurrent delta rule), dumps logits, loss and every gradient, and has the
 // reference check them: <= 1e-5 relative, both as ||c - ref|| / ||ref|| and as max|c - ref| / max|ref| per tensor.
+// Hybrid cases put softmax-attention blocks among the GDN blocks (GQA ratio 1, 2 and 4, window on and
+// off, qkv biases, T not a multiple of 64).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,8 @@ typedef struct {
     const char *name;
     int h, L, H, HV, dk, dv, F, V, B, T;
     int eod; // > 0: packed documents, reset_state_at_eod with this EOD id placed in the rows
+    const char *attn; // hybrid: attention blocks ("" = pure GDN), heads, window, qkv bias
+    int Ha, Hkv, window, bias;
 } Case;
 
 static uint64_t rng_state = 12345;
@@ -37,6 +41,9 @@ static int run_case(const Case *tc, const char *mode, const char *root) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/%s_%s", root, tc->name, mode);
     mkdir(dir, 0755);
+    // each case draws from its own seed (FNV-1a of its name and form), so adding a case changes no other
+    rng_state = 1469598103934665603ull;
+    for (const char *p = dir + strlen(root) + 1; *p; p++) rng_state = (rng_state ^ (uint8_t)*p) * 1099511628211ull;
     Config c;
     config_defaults(&c);
     c.hidden_size = tc->h; c.num_layers = 2 * tc->L; c.num_heads = tc->H; c.num_v_heads = tc->HV;
@@ -46,6 +53,11 @@ static int run_case(const Case *tc, const char *mode, const char *root) {
     // rounding, amplified by the cancellation in the gate-gradient sums over tokens, reaches ~1.3e-5 on
     // A_log/dt_bias: the limit of fp32 arithmetic there, not of the implementation; FLA's 0.02 gives 9e-7.)
     c.init_std = 0.1f;
+    if (tc->attn) {
+        snprintf(c.attn_layers, sizeof c.attn_layers, "%s", tc->attn);
+        c.attn_num_heads = tc->Ha; c.attn_num_kv_heads = tc->Hkv; c.attn_window_size = tc->window;
+        c.attn_qkv_bias = tc->bias;
+    }
     snprintf(c.delta_rule, sizeof c.delta_rule, "%s", mode);
     if (tc->eod) c.reset_state_at_eod = 1, c.eos_token_id = tc->eod;
     Model *m = model_create(&c, strcmp(mode, "recurrent") ? backend_cpu() : backend_cpu_recurrent(), 1);
@@ -57,6 +69,8 @@ static int run_case(const Case *tc, const char *mode, const char *root) {
         const TensorInfo *t = &m->lay.tensors[i];
         if (t->init == INIT_ONES)
             for (size_t j = 0; j < t->numel; j++) params[t->off + j] = (float)(0.5 + urand());
+        if (t->init == INIT_ZEROS) // and the qkv biases, which start at 0
+            for (size_t j = 0; j < t->numel; j++) params[t->off + j] = (float)(0.2 * (urand() - 0.5));
     }
     model_set_params(m, params);
     int N = tc->B * tc->T;
@@ -123,6 +137,10 @@ int main(void) {
         {"mha_t64", 32, 1, 2, 2, 16, 8, 48, 61, 1, 64},     // HV = H, dv != dk, exactly one chunk
         {"gva2_t130", 24, 2, 1, 2, 8, 16, 40, 50, 1, 130},  // three chunks, one q/k head
         {"packed_t150", 32, 2, 2, 4, 16, 16, 64, 97, 2, 150, 5}, // packed documents, reset_state_at_eod
+        // hybrids:  h  L  H HV dk dv  F   V  B   T eod attn   Ha Hkv window bias
+        {"hyb_gqa2_t100", 32, 3, 2, 4, 16, 16, 64, 97, 2, 100, 0, "1", 4, 2, 0, 1},  // GQA 2, full causal, biases
+        {"hyb_mha_win_t70", 32, 2, 2, 2, 16, 16, 48, 61, 2, 70, 0, "0", 2, 2, 17, 0}, // MHA, window 17
+        {"hyb_gqa4_win_t77", 32, 2, 1, 2, 16, 16, 40, 50, 1, 77, 0, "0,1", 4, 1, 9, 1}, // all attention, GQA 4, window
     };
     int fails = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -22,7 +22,7 @@ int cmd_params(int argc, char **argv) {
     ModelDims d = config_dims(&c);
     ParamLayout pl;
     params_layout(&pl, &d);
-    static const char *inits[] = {"normal", "ones", "A_log", "dt_bias"};
+    static const char *inits[] = {"normal", "ones", "A_log", "dt_bias", "zeros"};
     if (list)
         for (int i = 0; i < pl.ntensors; i++) {
             const TensorInfo *t = &pl.tensors[i];
@@ -35,6 +35,9 @@ int cmd_params(int argc, char **argv) {
     char total[32], nonemb[32];
     format_count(total, sizeof total, pl.total);
     format_count(nonemb, sizeof nonemb, pl.total - (size_t)d.V * d.h);
+    if (d.n_attn)
+        printf("hybrid: %d of %d blocks softmax attention (%s; %d q / %d kv heads of dim %d, window %d, rope_theta %g)\n",
+               d.n_attn, d.L, c.attn_layers, d.Ha, d.Hkv, d.da, d.window, d.rope_theta);
     printf("parameters: %s (non-embedding %s; lm_head tied to the embeddings)\n", total, nonemb);
     params_layout_free(&pl);
     return 0;

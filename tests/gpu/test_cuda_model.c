@@ -16,7 +16,12 @@ static double urand(void) {
     return ((rs >> 11) + 0.5) * 0x1.0p-53;
 }
 
-typedef struct { const char *name; int h, L, H, HV, dk, dv, F, V, B, T; } Case;
+typedef struct {
+    const char *name;
+    int h, L, H, HV, dk, dv, F, V, B, T;
+    const char *attn; // hybrids: attention blocks, query / kv heads, window
+    int Ha, Hkv, window;
+} Case;
 
 static double step(const Backend *be, const Config *c, const float *params, const int32_t *ids, const int32_t *tgt,
                    int valid, float *grads) {
@@ -117,6 +122,9 @@ int main(void) {
         {"gva2_t100", 64, 2, 2, 4, 16, 16, 128, 1000, 2, 100},
         {"heads64_t300", 128, 2, 2, 4, 64, 64, 256, 2000, 2, 300},
         {"mha_t64", 32, 1, 2, 2, 32, 32, 64, 500, 3, 64},
+        // hybrids: d = 64 takes the FlashAttention kernels in bf16; d = 16 with a window the CUDA-core ones
+        {"hybrid_gqa2_d64_t300", 128, 3, 2, 4, 64, 64, 256, 2000, 2, 300, "1", 2, 1, 0},
+        {"hybrid_win37_d16_t100", 64, 2, 2, 4, 16, 16, 128, 1000, 2, 100, "0", 4, 2, 37},
     };
     int fails = 0;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -126,6 +134,10 @@ int main(void) {
         c.hidden_size = tc->h; c.num_layers = 2 * tc->L; c.num_heads = tc->H; c.num_v_heads = tc->HV;
         c.head_dim = tc->dk; c.v_head_dim = tc->dv; c.ffn_hidden_size = tc->F; c.vocab_size = tc->V;
         c.seq_length = tc->T; c.micro_batch_size = tc->B; c.global_batch_size = tc->B; c.init_std = 0.1f;
+        if (tc->attn) {
+            snprintf(c.attn_layers, sizeof c.attn_layers, "%s", tc->attn);
+            c.attn_num_heads = tc->Ha; c.attn_num_kv_heads = tc->Hkv; c.attn_window_size = tc->window;
+        }
         ModelDims d = config_dims(&c);
         ParamLayout pl;
         params_layout(&pl, &d);

@@ -1,6 +1,7 @@
 """Float64 PyTorch reference of FLA's GatedDeltaNetForCausalLM, written from ../shared/spec/model.md
-(§2: forward math, §2.4: the delta-rule recurrence) for gdn.c's tests. Not FLA's code: plain torch ops,
-token-by-token recurrence, autograd for gradients.
+(§2: forward math, §2.4: the delta-rule recurrence) for gdn.c's tests, and of its hybrid form with
+softmax-attention blocks (../shared/spec/hybrid.md §2: RoPE, causal GQA attention, sliding window). Not
+FLA's code: plain torch ops, token-by-token recurrence, a masked softmax, autograd for gradients.
 
     python3 gdn_ref.py check DIR     # compare a dump written by tests/test_model_ref.c
 """
@@ -66,6 +67,48 @@ def delta_rule(q, k, v, beta, gamma, scale, doc=None):
     return torch.stack(outs, 1)
 
 
+def attn_layers(cfg):
+    """Blocks with softmax attention: the attn_layers key, comma-separated block indices."""
+    return {int(x) for x in cfg.get('attn_layers', '').replace('[', '').replace(']', '').split(',') if x.strip()}
+
+
+def rope_tables(T, d, theta):
+    """cos/sin [T, d/2] as FLA's RotaryEmbedding builds them (hybrid.md §2.2): fp32 inv_freq, fp32
+    outer product with fp32 positions, fp32 cos/sin (an fp32 model keeps them fp32), then used in float64."""
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    f = torch.outer(torch.arange(T, dtype=torch.float32), inv)
+    return f.cos().double(), f.sin().double()
+
+
+def rope(x, cos, sin):
+    """Rotate-half (GPT-NeoX) over the whole head dim. x [B,T,H,d], cos/sin [T,d/2]."""
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+
+
+def attention(u, p, cfg):
+    """FLA's Attention layer (hybrid.md §2.1, §2.3): q,k,v projections (+bias), RoPE on q and k, causal
+    softmax attention with query head j reading kv head j // (Ha/Hkv), window w: keys t-w+1..t; o_proj."""
+    B, T, h = u.shape
+    Ha = cfg['attn_num_heads']
+    Hkv = cfg['attn_num_kv_heads'] or Ha
+    d, w = h // Ha, cfg['attn_window_size']
+    lin = lambda n: u @ p(f'attn.{n}_proj.weight').T + (p(f'attn.{n}_proj.bias') if cfg['attn_qkv_bias'] else 0)
+    q, k, v = lin('q').view(B, T, Ha, d), lin('k').view(B, T, Hkv, d), lin('v').view(B, T, Hkv, d)
+    cos, sin = rope_tables(T, d, cfg['attn_rope_theta'])
+    q, k = rope(q, cos, sin), rope(k, cos, sin)
+    g = Ha // Hkv
+    k, v = k.repeat_interleave(g, 2), v.repeat_interleave(g, 2)
+    s = torch.einsum('bthd,bshd->bhts', q, k) * d ** -0.5
+    t_idx, s_idx = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    allowed = (s_idx <= t_idx) & ((s_idx > t_idx - w) if w > 0 else True)
+    s = s.masked_fill(~allowed, float('-inf'))
+    o = torch.einsum('bhts,bshd->bthd', torch.softmax(s, -1), v)
+    return o.reshape(B, T, Ha * d) @ p('attn.o_proj.weight').T
+
+
 def forward(P, ids, cfg):
     h, L = cfg['hidden_size'], cfg['num_layers'] // 2
     H, HV, dk, dv = cfg['linear_num_key_heads'], cfg['linear_num_value_heads'], cfg['linear_key_head_dim'], cfg['linear_value_head_dim']
@@ -74,9 +117,15 @@ def forward(P, ids, cfg):
     E = P['model.embeddings.weight']
     doc = doc_starts(ids, cfg['eos_token_id']) if cfg.get('reset_state_at_eod') else None
     x = E[ids]
+    hybrid = attn_layers(cfg)
     for l in range(L):
         p = lambda n: P[f'model.layers.{l}.{n}']
         u = rmsnorm(x, p('attn_norm.weight'), eps)
+        if l in hybrid:
+            s = x + attention(u, p, cfg)
+            m = rmsnorm(s, p('mlp_norm.weight'), eps)
+            x = s + (F.silu(m @ p('mlp.gate_proj.weight').T) * (m @ p('mlp.up_proj.weight').T)) @ p('mlp.down_proj.weight').T
+            continue
         q = short_conv_silu(u @ p('attn.q_proj.weight').T, p('attn.q_conv1d.weight'), doc)
         k = short_conv_silu(u @ p('attn.k_proj.weight').T, p('attn.k_conv1d.weight'), doc)
         v = short_conv_silu(u @ p('attn.v_proj.weight').T, p('attn.v_conv1d.weight'), doc)
