@@ -81,7 +81,11 @@ $(FLAGS_STAMP):
 # built aside and renamed so a concurrent link never sees a half-written archive
 $(OBJ)/libgdn.a: $(LIB_OBJ)
 	@rm -f $@.tmp.$$$$; ar rcs $@.tmp.$$$$ $(LIB_OBJ) && mv -f $@.tmp.$$$$ $@
-$(BUILD)/libgdn.a: $(OBJ)/libgdn.a $(FLAGS_STAMP)
+# what a program linking the archive needs (tests/t_eval_*.sh link their drivers with it)
+$(BUILD)/ldlibs.txt: $(FLAGS_STAMP) Makefile
+	@printf '%s\n' '$(LDLIBS)' > $@
+
+$(BUILD)/libgdn.a: $(OBJ)/libgdn.a $(FLAGS_STAMP) $(BUILD)/ldlibs.txt
 	@rm -f $@.tmp.$$$$; cp $< $@.tmp.$$$$ && mv -f $@.tmp.$$$$ $@
 
 $(OBJ)/%.o: %.c

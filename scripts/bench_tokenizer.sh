@@ -16,7 +16,7 @@ export NODE_PATH="$PWD/.assets/oracle/node_modules"
 TOK=.assets/llama3/tokenizer.json
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-gcc -O3 -march=native -std=gnu11 -fopenmp -I. tests/tokenizer/bench_tokenizer.c build/libgdn.a -lcjson -lutf8proc -lm \
+gcc -O3 -march=native -std=gnu11 -fopenmp -I. tests/tokenizer/bench_tokenizer.c build/libgdn.a $(cat build/ldlibs.txt) \
   -o "$W/bench_tokenizer"
 
 python3 - .assets "$W/english.jsonl" <<'PY'

@@ -29,7 +29,7 @@ W=$(mktemp -d "${TMPDIR:-/tmp}/t_eval_parquet.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 mkdir -p build/parquet_table_test
 gcc -std=gnu11 -O1 -Wall -Wextra -Wno-unused-parameter -I. -fopenmp tests/parquet/eval_same.c build/libgdn.a \
-  -lyaml -lcjson -lopenblas -lutf8proc -lzstd -lsnappy -lz -lm -lpthread -o build/parquet_table_test/eval_same
+  $(cat build/ldlibs.txt) -o build/parquet_table_test/eval_same
 NODE_PATH="$PWD/$NPM_DIR/node_modules" node tests/parquet/hf_tasks.js eval "$W/data"
 
 BASE=arc_easy,arc_challenge,hellaswag,openbookqa,piqa,winogrande,race,lambada_openai,wikitext

@@ -30,7 +30,7 @@ W=$(mktemp -d "${TMPDIR:-/tmp}/t_eval_real.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 mkdir -p build/eval_test
 gcc -std=gnu11 -O1 -Wall -Wextra -Wno-unused-parameter -I. -fopenmp tests/eval/real_io.c build/libgdn.a \
-  -lyaml -lcjson -lopenblas -lutf8proc -lzstd -lsnappy -lz -lm -lpthread -o build/eval_test/real_io
+  $(cat build/ldlibs.txt) -o build/eval_test/real_io
 
 $PY tests/eval/real_data.py "$W/jsonl"
 TASKS=arc_easy,hellaswag,openbookqa,piqa,winogrande,race,lambada_openai,wikitext,mmlu_abstract_algebra
