@@ -14,17 +14,7 @@ T=$(mktemp -d /tmp/gdn_convert_hybrid.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 $PY tests/convert/fla_hybrid_io.py make "$T"
 
-run() { echo "+ gdn convert $*"; "$GDN" convert "$@" > "$T/last.log" 2>&1 || { cat "$T/last.log"; echo "FAILED: gdn convert $*"; exit 1; }; }
-expect_fail() {
-  local pats=()
-  while [ "$1" != "--" ]; do pats+=("$1"); shift; done; shift
-  if "$GDN" convert "$@" > "$T/fail.out" 2> "$T/fail.err"; then echo "FAILED: accepted bad input: gdn convert $*"; exit 1; fi
-  local msg; msg=$(cat "$T/fail.err")
-  for p in "${pats[@]}"; do
-    grep -qF -- "$p" "$T/fail.err" || { echo "FAILED: error for '$*' lacks '$p': $msg"; exit 1; }
-  done
-  echo "  ok, refused: $msg"
-}
+. tests/convert/lib.sh # run, expect_fail
 
 for s in hyb hyb_list; do
   run --from-hf "$T/$s" --save "$T/ck_$s"
