@@ -6,8 +6,12 @@
 The checkpoint, .idx/.bin, YAML and .pt seeds come from gdn train, tests/ref/make_dataset.py,
 configs/tiny.yaml and tests/convert/fla_io.py."""
 import json
+import os
 import struct
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tokenizer"))
+from byte_chars import byte_chars  # noqa: E402
 
 d = sys.argv[1]
 
@@ -26,19 +30,8 @@ def safetensors(path):
 
 
 # ---- tokenizer.json: bytes, a few merges, two special tokens
-def byte_table():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
 def tokenizer(path):
-    bt = byte_table()
+    bt = byte_chars()
     vocab = {bt[b]: b for b in range(256)}
     merges = []
     for pair in ["Ġ t", "h e", "Ġt he", "Ġ a", "i n", "e r", "Ġ w", "o r", "l l", "Ġ 1", "1 2", "Ġ 12"]:

@@ -19,21 +19,13 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from byte_chars import byte_chars  # noqa: E402
+
 N_MERGES = 6000
 src, out_dir = sys.argv[1], sys.argv[2]
 with open(src, encoding="utf-8") as f:
     llama = json.load(f)
-
-
-def byte_chars():
-    bs = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(0x100 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
 
 
 B2C = byte_chars()
