@@ -66,12 +66,8 @@ __global__ void __launch_bounds__(TC_THREADS) fa_bwd_dq_kernel(AttnArgs a) {
     zero_tc(dq);
     for (int jb = jb0; jb < jb1; jb++) {
         const int buf = (jb - jb0) & 1;
-        if (jb + 1 < jb1) {
-            load_kv(jb + 1, buf ^ 1);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
+        if (jb + 1 < jb1) load_kv(jb + 1, buf ^ 1);
+        cp_async_wait_current(jb + 1 < jb1);
         __syncthreads();
         if (jb == jb0)
             for (int s = 0; s < KS; s++) lda_rk(qa[s], Qs, LDS, R0, 16 * s), lda_rk(da[s], dOs, LDS, R0, 16 * s);
@@ -143,12 +139,8 @@ __global__ void __launch_bounds__(TC_THREADS) fa_bwd_dkv_kernel(AttnArgs a) {
     zero_tc(dv);
     for (int it = 0; it < nit; it++) {
         const int buf = it & 1, q0 = (ib0 + it % nib) * BB;
-        if (it + 1 < nit) {
-            load_q(it + 1, buf ^ 1);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
+        if (it + 1 < nit) load_q(it + 1, buf ^ 1);
+        cp_async_wait_current(it + 1 < nit);
         __syncthreads();
         if (it == 0)
             for (int s = 0; s < KS; s++) lda_rk(ka[s], Ks, LDS, R0, 16 * s), lda_rk(va[s], Vs, LDS, R0, 16 * s);

@@ -58,12 +58,8 @@ template <int D> __global__ void __launch_bounds__(TC_THREADS) fa_fwd_kernel(Att
     const int tq[2] = {p0 + t0 + R0 + (lane >> 2), p0 + t0 + R0 + (lane >> 2) + 8};
     for (int jb = jb0; jb < jb1; jb++) {
         const int buf = (jb - jb0) & 1;
-        if (jb + 1 < jb1) {
-            load_kv(jb + 1, buf ^ 1);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
+        if (jb + 1 < jb1) load_kv(jb + 1, buf ^ 1);
+        cp_async_wait_current(jb + 1 < jb1);
         __syncthreads();
         if (jb == jb0)
 #pragma unroll

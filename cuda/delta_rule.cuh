@@ -290,6 +290,12 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
 }
+// Double buffering: waits for the current tile's copies; when the next tile's group is already in flight
+// (committed after it), that one may stay pending.
+__device__ __forceinline__ void cp_async_wait_current(bool next_in_flight) {
+    if (next_in_flight) cp_async_wait<1>();
+    else cp_async_wait<0>();
+}
 
 // Shared tile [ROWS][COLS] (row stride LDS) <- rows < rows_valid, columns < cols_valid (a multiple of 8) of
 // a bf16 matrix with row stride ld; zero elsewhere. 16-byte cp.async when the source rows are 16-byte

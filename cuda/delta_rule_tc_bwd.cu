@@ -89,10 +89,7 @@ template <int BV> __global__ void __launch_bounds__(TC_THREADS) dr_tc_dh_kernel(
                 *reinterpret_cast<uint32_t *>(dSs + d * LDB + e) = v;
                 if (d < a.dk) *reinterpret_cast<uint32_t *>(dh + (size_t)d * a.dv + e0 + e) = v;
             }
-        if (n > 0)
-            cp_async_wait<1>();
-        else
-            cp_async_wait<0>();
+                cp_async_wait_current(n > 0);
         __syncthreads();
         const int dl_ = dr_ds(a, b, t0, Lc, Lc - 1); // packed documents (delta_rule.cuh)
         if (qrow < Lc) { // Q <- bf16(s e^G q): thread pair per row, 32 columns each

@@ -337,10 +337,7 @@ template <int BV> __global__ void __launch_bounds__(TC_THREADS) dr_tc_state_kern
                 *reinterpret_cast<uint32_t *>(hs + d * LDB + e) = v;
                 if (hsave && d < a.dk) *reinterpret_cast<uint32_t *>(hsave + (size_t)d * a.dv + e0 + e) = v;
             }
-        if (n + 1 < a.NT)
-            cp_async_wait<1>();
-        else
-            cp_async_wait<0>();
+                cp_async_wait_current(n + 1 < a.NT);
         __syncthreads();
         { // V_new = U - W h_n (rows R0..), then Vd = bf16(e^{G_last - G} V_new), zero past Lc
             float acc[NT][4];
