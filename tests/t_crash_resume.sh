@@ -26,6 +26,12 @@ t0=$(date +%s.%N)
 (run "$tmp/a") >"$tmp/a.log"
 t_run=$(echo "$(date +%s.%N) - $t0" | bc)
 echo "uninterrupted run: $ITERS steps, a save after each, ${t_run}s"
+# a launch's start-up (process, model, data; about a step's worth of the 1-step run is the step itself):
+# the kill moments below come after a random share of it plus a random share of the steps, so that most
+# kills land after some progress whatever the machine's speed
+t0=$(date +%s.%N)
+(ITERS=1; run "$tmp/c") >"$tmp/c.log"
+t_start=$(echo "scale=3; s = $(date +%s.%N) - $t0 - $t_run / $ITERS; if (s < 0) s = 0; s" | bc)
 
 kills=0 in_save=0 launches=0 start=$(date +%s)
 while :; do
@@ -42,7 +48,7 @@ while :; do
   # what is left to run (from the latest checkpoint) bounds the wait, so the kill lands before the end
   done_it=$(cat "$tmp/b/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)
   # (at most 1.5/KILLS of a run per launch: on average 3/4 of the steps happen in runs that are killed)
-  left_s=$(echo "scale=3; l = $t_run * ($ITERS - $done_it) / $ITERS * 0.8; m = $t_run * 1.5 / $KILLS; if (l < m) m = l; m + 0.02" | bc)
+  left_s=$(echo "scale=3; l = $t_run * ($ITERS - $done_it) / $ITERS * 0.8; m = $t_run * 1.5 / $KILLS; if (l < m) m = l; $t_start + m + 0.02" | bc)
   if [ $((kills % 2)) = 0 ]; then # a random moment within the run's length
     sleep "$(echo "scale=3; $((RANDOM % 1000)) / 1000 * $left_s" | bc)"
   else # inside a save: after a random while, as soon as this process's temp file appears
