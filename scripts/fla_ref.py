@@ -105,7 +105,7 @@ def valid_loss(model, chunks, order, count, mbs):
 
 
 def cmd_train(hf, data, steps, mbs=16, lr=2e-4, min_lr=2e-5, warm=2, decay=0, valid=None, eval_interval=0,
-              valid_samples=0, log=None, save=None, warmup_step=False):
+              valid_samples=0, log=None, save=None, warmup_step=False, reset_at_eos=None):
     chunks = read_dataset(data)
     N, T = chunks.shape
     decay = decay or steps
@@ -138,11 +138,27 @@ def cmd_train(hf, data, steps, mbs=16, lr=2e-4, min_lr=2e-5, warm=2, decay=0, va
         batch = np.stack([chunk_at(t * mbs + j) for j in range(mbs)])
         return torch.from_numpy(batch.astype(np.int64)).cuda()
 
+    def model_inputs(ids):
+        # Packed documents (gdn's reset_state_at_eod): FLA's varlen call takes one row, so the batch is flattened to
+        # [1, mbs*T] with cu_seqlens at every row start and after every EOS (spec train.md 7.3's EOS rule). Labels:
+        # EOS targets ignored (FLA's collator pads with EOS, as gdn's data_order fla does) and no target across a
+        # row end, so the loss counts the same tokens as the unflattened batch.
+        if reset_at_eos is None:
+            return dict(input_ids=ids, labels=ids)
+        flat = ids.reshape(1, -1)
+        n = flat.shape[1]
+        labels = flat.clone()
+        labels[labels == reset_at_eos] = -100
+        labels[0, T::T] = -100
+        cuts = set(range(0, n, T)) | {n} | set((torch.nonzero(flat[0, :-1] == reset_at_eos)[:, 0] + 1).tolist())
+        cu = torch.tensor(sorted(cuts), dtype=torch.long, device=ids.device)
+        return dict(input_ids=flat, labels=labels, cu_seqlens=cu)
+
     if warmup_step:  # Triton autotunes every kernel shape on first use (minutes): once here, untimed, no update
         t0 = time.time()
         ids = batch_at(0)
         with torch.autocast('cuda', dtype=torch.bfloat16):
-            model(input_ids=ids, labels=ids).loss.backward()
+            model(**model_inputs(ids)).loss.backward()
         opt.zero_grad(set_to_none=True)
         if vchunks is not None:
             valid_loss(model, vchunks, vorder, min(nvalid, mbs), mbs)
@@ -165,7 +181,7 @@ def cmd_train(hf, data, steps, mbs=16, lr=2e-4, min_lr=2e-5, warm=2, decay=0, va
         torch.cuda.synchronize()
         t0 = time.time()
         with torch.autocast('cuda', dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
+            loss = model(**model_inputs(ids)).loss
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -316,10 +332,11 @@ def parse_train(args):
     ap.add_argument('--log')
     ap.add_argument('--save')
     ap.add_argument('--warmup-step', action='store_true')
+    ap.add_argument('--reset-at-eos', type=int, help='packed documents: cu_seqlens after every EOS id (gdn reset_state_at_eod)')
     a = ap.parse_args(args)
     return dict(hf=a.hf, data=a.data, steps=a.steps, mbs=a.mbs, lr=a.lr, min_lr=a.min_lr, warm=a.warmup,
                 decay=a.decay, valid=a.valid, eval_interval=a.eval_interval, valid_samples=a.valid_samples,
-                log=a.log, save=a.save, warmup_step=a.warmup_step)
+                log=a.log, save=a.save, warmup_step=a.warmup_step, reset_at_eos=a.reset_at_eos)
 
 
 if __name__ == '__main__':

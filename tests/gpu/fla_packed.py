@@ -12,6 +12,10 @@ Written for the lead to run; not part of CI (no GPU there).
       from EOS as FLA's flame collator does ({0} + {p+1 : ids[p] == EOS} + {T}); compare with
         ./gdn logits --load CKPT --ids IDS_FILE --out ours.f32 --reset_state_at_eod true --eos_token_id EOS
       using `compare`.
+  python3 tests/gpu/fla_packed.py make-eod SRC_PREFIX DST_PREFIX [T]
+      real EOD data in FLA's chunk layout: the ids of a Megatron dataset made with --append-eod (documents, each
+      ending in EOD 128001), concatenated and cut into T-token chunks (default 2048), one sequence per chunk, so
+      gdn (data_order fla) and scripts/fla_ref.py train read the same rows in the same order; the remainder is dropped.
   python3 tests/gpu/fla_packed.py compare OURS.f32 FLA.npy
       max |ours - fla| / max |fla| over all logits (fp32 run: expect <= 1e-4; bf16: ~1e-2).
 """
@@ -22,6 +26,17 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.environ.get('FLA_PATH', '.fla'))
+
+
+def fla_setup():
+    """As scripts/fla_ref.py: bypass FLA's Triton < 3.7.1 guard on its gated backward (its issue #640; the brief
+    reports gradients within bf16 error of a float64 reference on this machine) and declare the tied weights in
+    the form transformers 5 expects."""
+    import fla.ops.common.chunk_o as chunk_o
+    from fla.models import GatedDeltaNetForCausalLM
+    chunk_o.TRITON_ABOVE_3_7_1 = True
+    GatedDeltaNetForCausalLM._tied_weights_keys = {'lm_head.weight': 'model.embeddings.weight'}
+    return GatedDeltaNetForCausalLM
 
 
 def cu_from_eos(ids, eos):
@@ -40,6 +55,7 @@ def layout(T):
 
 
 def cmd_ops(dtype_name):
+    fla_setup()
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule
     torch.backends.cuda.matmul.allow_tf32 = False
     dt = torch.float32 if dtype_name == 'fp32' else torch.bfloat16
@@ -73,9 +89,7 @@ def cmd_ops(dtype_name):
 
 
 def cmd_logits(hf, ids_file, out, eos=128001):
-    from fla.models import GatedDeltaNetForCausalLM
-    import fla.ops.common.chunk_o as chunk_o
-    chunk_o.TRITON_ABOVE_3_7_1 = True  # as scripts/fla_ref.py
+    GatedDeltaNetForCausalLM = fla_setup()
     torch.backends.cuda.matmul.allow_tf32 = False
     ids = np.fromfile(ids_file, dtype=np.int32).astype(np.int64)
     cu = torch.tensor(cu_from_eos(ids.tolist(), int(eos)), dtype=torch.long, device="cuda")
@@ -86,6 +100,21 @@ def cmd_logits(hf, ids_file, out, eos=128001):
     print('logits', logits.shape, 'documents', len(cu) - 1)
 
 
+def cmd_make_eod(src, dst, T=2048):
+    import struct
+    T = int(T)
+    ids = np.fromfile(src + '.bin', dtype=np.int32)
+    n = ids.size // T
+    ids[:n * T].tofile(dst + '.bin')
+    with open(dst + '.idx', 'wb') as f:  # Megatron's MMIDIDX layout: header, sizes, byte pointers, document index
+        f.write(b'MMIDIDX\x00\x00' + struct.pack('<Q', 1) + bytes([4]) + struct.pack('<QQ', n, n + 1))
+        f.write(np.full(n, T, np.int32).tobytes())
+        f.write((np.arange(n, dtype=np.int64) * T * 4).tobytes())
+        f.write(np.arange(n + 1, dtype=np.int64).tobytes())
+    rows = ids[:n * T].reshape(n, T)
+    print(f'{dst}: {n} chunks of {T}, {(rows == 128001).sum()} EOD ids, {(rows == 128001).sum(1).mean():.1f} per chunk')
+
+
 def cmd_compare(ours, fla):
     ref = np.load(fla)
     got = np.fromfile(ours, dtype=np.float32).reshape(ref.shape)
@@ -94,4 +123,4 @@ def cmd_compare(ours, fla):
 
 if __name__ == '__main__':
     cmd, args = sys.argv[1], sys.argv[2:]
-    {'ops': cmd_ops, 'logits': cmd_logits, 'compare': cmd_compare}[cmd](*args)
+    {'ops': cmd_ops, 'logits': cmd_logits, 'compare': cmd_compare, 'make-eod': cmd_make_eod}[cmd](*args)
