@@ -1,9 +1,10 @@
 // lmhead_ce.cu: the tied lm head fused with cross-entropy (spec model.md §2.1 steps 4-5), in chunks of
 // rows so the [N, V] logits never exist whole. Per chunk of R rows:
-//   logits[R, V] = y_chunk . E^T               (cuBLASLt, fp32 out: a chunk's logits are kept in fp32, so the
-//                                               softmax does not see bf16-rounded logits)
+//   logits[R, V] = y_chunk . E^T               (cuBLASLt, fp32 accumulation, stored in the act dtype: fp32, or
+//                                               bf16 as FLA's lm_head gives them under autocast, which halves
+//                                               the bytes of the memory-bound softmax pass)
 //   per row: max, sum exp, loss = lse - logit[target]; dlogits = (softmax - onehot) * loss_scale
-//            written in act dtype for the backward GEMMs (ce_rows_kernel, one block per row)
+//            written in act dtype over the logits, in place, for the backward GEMMs (one block per row)
 //   dy_chunk = dlogits . E;  dE += dlogits^T . y_chunk (fp32, beta = 1)
 // Ignored targets (< 0) give loss 0 and a zero dlogits row. Targets >= V are reported (device error
 // record, checked at the next sync) and treated as ignored.
@@ -112,27 +113,87 @@ __global__ void ce_rows_vec_kernel(const float *logits, T *dlogits, int V, const
     }
 }
 
+// bf16 logits in, bf16 dlogits out over them (in place: each thread rewrites only the 8 values it read),
+// 16-byte loads of 8 logits (V % 8 == 0); the statistics in fp32 as in the kernels above.
+__device__ __forceinline__ void unpack8(const uint4 &q, float x[8]) {
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&q);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const float2 f = __bfloat1622float2(h[k]);
+        x[2 * k] = f.x, x[2 * k + 1] = f.y;
+    }
+}
+__global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets, float *losses, int want_grad,
+                                    float loss_scale, int row0, CuDevError *err) {
+    const int r = blockIdx.x, V8 = V / 8;
+    bf16 *row = logits + (size_t)r * V;
+    uint4 *r8 = reinterpret_cast<uint4 *>(row);
+    const float lt0 = to_f(row[targets[r] >= 0 && targets[r] < V ? targets[r] : 0]); // before any write below
+    __syncthreads();
+    const int tgt = ce_row_target(row, V, targets, losses, want_grad, row0, err);
+    if (tgt < 0) return;
+    float mx = -INFINITY, se = 0.0f;
+    for (int i = threadIdx.x; i < V8; i += blockDim.x) {
+        float x[8];
+        unpack8(r8[i], x);
+        const float lm = fmaxf(fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3])), fmaxf(fmaxf(x[4], x[5]), fmaxf(x[6], x[7])));
+        if (lm > mx) {
+            se *= expf(mx - lm); // 0 while mx is -inf (se is 0 then too)
+            mx = lm;
+        }
+        if (mx != -INFINITY)
+            se += ((expf(x[0] - mx) + expf(x[1] - mx)) + (expf(x[2] - mx) + expf(x[3] - mx))) +
+                  ((expf(x[4] - mx) + expf(x[5] - mx)) + (expf(x[6] - mx) + expf(x[7] - mx)));
+    }
+    const float M = block_max(mx);
+    const float S = block_sum(mx == -INFINITY ? 0.0f : se * expf(mx - M));
+    if (threadIdx.x == 0) losses[r] = (M + logf(S)) - lt0;
+    if (!want_grad) return;
+    const float inv = 1.0f / S;
+    for (int i = threadIdx.x; i < V8; i += blockDim.x) {
+        float x[8];
+        unpack8(r8[i], x);
+        uint4 o;
+        __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&o);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            float p0 = expf(x[2 * k] - M) * inv * loss_scale, p1 = expf(x[2 * k + 1] - M) * inv * loss_scale;
+            if (8 * i + 2 * k == tgt) p0 -= loss_scale;
+            if (8 * i + 2 * k + 1 == tgt) p1 -= loss_scale;
+            h[k] = __floats2bfloat162_rn(p0, p1);
+        }
+        r8[i] = o;
+    }
+}
+
 template <typename T>
 static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets,
                          int N, int h, int V, float loss_scale) {
     CU_REQUIRE(losses && y && E && targets, "lmhead_ce", "NULL pointer (losses, y, E, targets)");
     CU_REQUIRE(N >= 0 && h > 0 && V > 0, "lmhead_ce", "bad shape N=%d h=%d V=%d", N, h, V);
     if (N == 0) return;
-    size_t rows_budget = CE_CHUNK_BYTES / ((size_t)V * sizeof(float));
-    int R = (int)(rows_budget < 1 ? 1 : rows_budget > 4096 ? 4096 : rows_budget);
+    // bf16 with V % 8 == 0: bf16 logits, the gradient in place (one buffer); else fp32 logits and, for bf16 act,
+    // a separate gradient buffer
+    const bool bf16_logits = sizeof(T) == sizeof(bf16) && V % 8 == 0;
+    const size_t logit_bytes = bf16_logits ? sizeof(bf16) : sizeof(float);
+    size_t rows_budget = CE_CHUNK_BYTES / ((size_t)V * logit_bytes);
+    const size_t max_rows = bf16_logits ? 8192 : 4096; // 2 GiB of logits either way
+    int R = (int)(rows_budget < 1 ? 1 : rows_budget > max_rows ? max_rows : rows_budget);
     const char *force = getenv("GDN_CUDA_CE_ROWS"); // tests: force small chunks to cover the chunk loop
     if (force && atoi(force) > 0) R = atoi(force);
     if (R > N) R = N;
-    float *logits = (float *)cu_scratch((size_t)R * V * sizeof(float), "lmhead_ce logits");
-    // fp32 act: the gradient overwrites the logits in place; bf16: a separate act buffer
-    T *dlogits = sizeof(T) == sizeof(float) ? (T *)logits
-                                            : (T *)cu_scratch((size_t)R * V * sizeof(T), "lmhead_ce dlogits");
+    void *logits = cu_scratch((size_t)R * V * logit_bytes, "lmhead_ce logits");
+    T *dlogits = bf16_logits || sizeof(T) == sizeof(float) ? (T *)logits
+                                                           : (T *)cu_scratch((size_t)R * V * sizeof(T), "lmhead_ce dlogits");
     const T *ya = (const T *)y;
     for (int n0 = 0; n0 < N; n0 += R) {
         int rows = N - n0 < R ? N - n0 : R;
         cu_gemm("lmhead_ce logits", true, false, V, rows, h, E, h, ya + (size_t)n0 * h, h, logits, V, cu_dtype<T>(),
-                CUDA_R_32F, 0.0f);
-        if (V % 4 == 0) // rows stay 16-byte aligned (the scratch is)
+                bf16_logits ? CUDA_R_16BF : CUDA_R_32F, 0.0f);
+        if (bf16_logits)
+            cu_launch("lmhead_ce softmax", ce_rows_bf16_kernel, dim3(rows), dim3(CE_THREADS), 0, (bf16 *)logits, V,
+                      targets + n0, losses + n0, dy ? 1 : 0, loss_scale, n0, g_cu.err_dev);
+        else if (V % 4 == 0) // rows stay 16-byte aligned (the scratch is)
             cu_launch("lmhead_ce softmax", ce_rows_vec_kernel<T>, dim3(rows), dim3(CE_THREADS), 0,
                       (const float *)logits, dlogits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, n0,
                       g_cu.err_dev);
@@ -147,7 +208,7 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
                         cu_dtype<T>(), CUDA_R_32F, 1.0f);
         }
     }
-    if ((void *)dlogits != (void *)logits) cu_scratch_free(dlogits);
+    if ((void *)dlogits != logits) cu_scratch_free(dlogits);
     cu_scratch_free(logits);
 }
 

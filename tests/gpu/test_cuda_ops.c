@@ -1102,6 +1102,10 @@ static void build_cases(int quick) {
     cases_adamw(&g, 777, 7);
     cases_sum(&g, 100003);
     cases_sum(&g, 5);
+    // bf16 logits with the gradient written over them (V % 8 == 0), over forced 16-row chunks, and loss only
+    // (appended here so the cases above keep their random inputs)
+    cases_lmhead(&g, 50, 40, 520, 1, 16, 0);
+    cases_lmhead(&g, 33, 40, 304, 0, 0, 0);
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)
