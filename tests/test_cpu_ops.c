@@ -836,8 +836,10 @@ static void test_state_carry(int recurrent) {
         cpu_free(q), cpu_free(v), cpu_free(be), cpu_free(ga), cpu_free(o);
     }
     double r_o = rel_diff(o_part, o_full, N, c.ldo, HV * dv), r_s = rel_diff(s_part, s_full, 1, 0, (int)(B * HV * SS));
-    // The recurrence does the same arithmetic either way; the chunked form cuts chunks elsewhere.
-    double tol = recurrent ? 0 : DELTA_TOL;
+    // The recurrence keeps its state in double and rounds it to fp32 only where a call ends, so the split adds
+    // one fp32 rounding of the carried state (2^-24 relative), carried through 80 tokens of contracting decay:
+    // 1e-6 is ~17 such roundings. The chunked form also cuts its chunks elsewhere.
+    double tol = recurrent ? 1e-6 : DELTA_TOL;
     report(r_o <= tol && r_s <= tol, "delta %s state carry: 130 tokens == 50 + 80 (o %.1e, final state %.1e, tol %.0e)",
            recurrent ? "recurrent" : "chunk", r_o, r_s, tol);
     cpu_free(o_full), cpu_free(s_full), cpu_free(s_part), cpu_free(o_part);
