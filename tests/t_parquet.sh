@@ -25,7 +25,7 @@ fi
 
 B=build/parquet_test
 mkdir -p "$B"
-SRC="tests/test_parquet.c data/parquet.c data/pq_format.c data/pq_thrift.c data/pq_encoding.c util/common.c"
+SRC="tests/test_parquet.c data/parquet.c data/pq_footer.c data/pq_pages.c data/pq_format.c data/pq_thrift.c data/pq_encoding.c util/common.c"
 LIBS="-lsnappy -lzstd -lz -lm"
 CFLAGS="-std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -I."
 echo "t_parquet: building test_parquet with ASan/UBSan and -O3"

@@ -40,7 +40,7 @@ fi
 
 B=build/parquet_table_test
 mkdir -p "$B"
-SRC="tests/test_parquet_table.c data/pq_table.c data/pq_format.c data/pq_thrift.c data/pq_encoding.c util/common.c"
+SRC="tests/test_parquet_table.c data/pq_table.c data/pq_table_decode.c data/pq_footer.c data/pq_pages.c data/pq_format.c data/pq_thrift.c data/pq_encoding.c util/common.c"
 echo "t_parquet_table: building test_parquet_table with ASan/UBSan"
 # shellcheck disable=SC2086
 gcc -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -I. -g -O1 \
