@@ -96,31 +96,23 @@ int pq_check_decompressed_size(int codec, const uint8_t *src, size_t src_len, si
 }
 
 int pq_decompress(int codec, const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_len, char *err, size_t errlen) {
+    // The sizes a codec states up front (and an unsupported codec) are checked once, there.
+    if (pq_check_decompressed_size(codec, src, src_len, dst_len, err, errlen)) return -1;
     switch (codec) {
-    case PQ_UNCOMPRESSED:
-        if (src_len != dst_len)
-            return set_err(err, errlen, "uncompressed page holds %zu bytes, its header says %zu", src_len, dst_len);
-        memcpy(dst, src, src_len);
-        return 0;
+    case PQ_UNCOMPRESSED: memcpy(dst, src, src_len); return 0;
     case PQ_SNAPPY: {
-        size_t n;
-        if (snappy_uncompressed_length((const char *)src, src_len, &n) != SNAPPY_OK)
-            return set_err(err, errlen, "SNAPPY: corrupt block header");
-        if (n != dst_len) return set_err(err, errlen, "SNAPPY: block holds %zu bytes, the page header says %zu", n, dst_len);
+        size_t n = dst_len;
         if (snappy_uncompress((const char *)src, src_len, (char *)dst, &n) != SNAPPY_OK || n != dst_len)
             return set_err(err, errlen, "SNAPPY: corrupt data");
         return 0;
     }
     case PQ_GZIP: return inflate_gzip(src, src_len, dst, dst_len, err, errlen);
-    case PQ_ZSTD: {
+    default: { // PQ_ZSTD
         size_t n = ZSTD_decompress(dst, dst_len, src, src_len);
         if (ZSTD_isError(n)) return set_err(err, errlen, "ZSTD: %s", ZSTD_getErrorName(n));
         if (n != dst_len) return set_err(err, errlen, "ZSTD: page decompressed to %zu bytes, its header says %zu", n, dst_len);
         return 0;
     }
-    default:
-        return set_err(err, errlen, "codec %s (%d) is not supported (supported: UNCOMPRESSED, SNAPPY, GZIP, ZSTD)",
-                       pq_codec_name(codec), codec);
     }
 }
 
