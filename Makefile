@@ -140,6 +140,10 @@ $(BUILD)/fuzz: tests/fuzz/fuzz.c $(wildcard tests/fuzz/*.h) $(BUILD)/libgdn.a
 $(BUILD)/gpu_tests/%: tests/gpu/%.c $(BUILD)/libgdn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libgdn.a $(LDLIBS)
+# test_cuda_ops: its harness and the cases of each op family live in tests/gpu/ops/
+$(BUILD)/gpu_tests/test_cuda_ops: tests/gpu/test_cuda_ops.c $(wildcard tests/gpu/ops/*.c) $(BUILD)/libgdn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ tests/gpu/test_cuda_ops.c $(wildcard tests/gpu/ops/*.c) $(BUILD)/libgdn.a $(LDLIBS)
 
 test: all
 	bash tests/run.sh

@@ -8,6 +8,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "data/pq_format.h"
 #include "util/common.h"
 
 const char *pq_codec_name(int codec) {
@@ -95,31 +96,23 @@ int pq_check_decompressed_size(int codec, const uint8_t *src, size_t src_len, si
 }
 
 int pq_decompress(int codec, const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_len, char *err, size_t errlen) {
+    // The sizes a codec states up front (and an unsupported codec) are checked once, there.
+    if (pq_check_decompressed_size(codec, src, src_len, dst_len, err, errlen)) return -1;
     switch (codec) {
-    case PQ_UNCOMPRESSED:
-        if (src_len != dst_len)
-            return set_err(err, errlen, "uncompressed page holds %zu bytes, its header says %zu", src_len, dst_len);
-        memcpy(dst, src, src_len);
-        return 0;
+    case PQ_UNCOMPRESSED: memcpy(dst, src, src_len); return 0;
     case PQ_SNAPPY: {
-        size_t n;
-        if (snappy_uncompressed_length((const char *)src, src_len, &n) != SNAPPY_OK)
-            return set_err(err, errlen, "SNAPPY: corrupt block header");
-        if (n != dst_len) return set_err(err, errlen, "SNAPPY: block holds %zu bytes, the page header says %zu", n, dst_len);
+        size_t n = dst_len;
         if (snappy_uncompress((const char *)src, src_len, (char *)dst, &n) != SNAPPY_OK || n != dst_len)
             return set_err(err, errlen, "SNAPPY: corrupt data");
         return 0;
     }
     case PQ_GZIP: return inflate_gzip(src, src_len, dst, dst_len, err, errlen);
-    case PQ_ZSTD: {
+    default: { // PQ_ZSTD
         size_t n = ZSTD_decompress(dst, dst_len, src, src_len);
         if (ZSTD_isError(n)) return set_err(err, errlen, "ZSTD: %s", ZSTD_getErrorName(n));
         if (n != dst_len) return set_err(err, errlen, "ZSTD: page decompressed to %zu bytes, its header says %zu", n, dst_len);
         return 0;
     }
-    default:
-        return set_err(err, errlen, "codec %s (%d) is not supported (supported: UNCOMPRESSED, SNAPPY, GZIP, ZSTD)",
-                       pq_codec_name(codec), codec);
     }
 }
 
@@ -286,4 +279,62 @@ int pq_delta_next(PqDelta *d, int64_t *v) {
     d->mb_left--;
     *v = (int64_t)d->prev;
     return 1;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// PLAIN values
+
+int pq_value_width(int type) {
+    return type == PT_INT32 || type == PT_FLOAT ? 4 : type == PT_INT64 || type == PT_DOUBLE ? 8 : 0;
+}
+
+PqValue pq_fixed_value(int type, const uint8_t *p) {
+    PqValue v;
+    switch (type) {
+    case PT_INT32: v.i = (int32_t)pq_load_u32le(p); break;
+    case PT_INT64: v.i = (int64_t)pq_load_u64le(p); break;
+    case PT_FLOAT: {
+        uint32_t u = pq_load_u32le(p);
+        float f;
+        memcpy(&f, &u, 4);
+        v.d = f;
+        break;
+    }
+    default: { // PT_DOUBLE
+        uint64_t u = pq_load_u64le(p);
+        memcpy(&v.d, &u, 8);
+        break;
+    }
+    }
+    return v;
+}
+
+int64_t pq_plain_decode(int type, const uint8_t *p, size_t len, int64_t n, PqValue *out, char *err, size_t errlen) {
+    if (type == PT_BOOLEAN) { // bit-packed, LSB first
+        if ((uint64_t)(n + 7) / 8 > len)
+            return set_err(err, errlen, "PLAIN booleans truncated (%lld values in %zu bytes)", (long long)n, len);
+        for (int64_t i = 0; i < n; i++) out[i].i = (p[i >> 3] >> (i & 7)) & 1;
+        return (n + 7) / 8;
+    }
+    if (type == PT_BYTE_ARRAY) {
+        size_t off = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (len - off < 4) return set_err(err, errlen, "PLAIN value %lld: length truncated", (long long)i);
+            uint32_t k = pq_load_u32le(p + off);
+            off += 4;
+            if (k > len - off)
+                return set_err(err, errlen, "PLAIN value %lld of %u bytes, only %zu left in the page", (long long)i, k, len - off);
+            out[i].s.p = p + off;
+            out[i].s.n = k;
+            off += k;
+        }
+        return (int64_t)off;
+    }
+    int w = pq_value_width(type);
+    if (!w) return set_err(err, errlen, "PLAIN values of physical type %s are not supported", pq_type_name(type));
+    if ((uint64_t)n > len / (uint64_t)w)
+        return set_err(err, errlen, "PLAIN %s values truncated (%lld values need %lld bytes, the page has %zu)",
+                       pq_type_name(type), (long long)n, (long long)n * w, len);
+    for (int64_t i = 0; i < n; i++) out[i] = pq_fixed_value(type, p + i * w);
+    return n * w;
 }

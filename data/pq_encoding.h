@@ -2,11 +2,30 @@
 //  - the RLE / bit-packed hybrid (definition levels, dictionary indices),
 //  - the old BIT_PACKED level encoding (MSB first, no runs),
 //  - DELTA_BINARY_PACKED (the lengths inside DELTA_LENGTH_BYTE_ARRAY and DELTA_BYTE_ARRAY),
+//  - PLAIN values of every physical type the readers support,
 //  - page decompression: UNCOMPRESSED, SNAPPY, GZIP, ZSTD.
 // Every decoder is bounded by the bytes it was given and reports corruption instead of reading past them.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
+
+// One value of a column as the readers hold it.
+typedef union {
+    int64_t i; // INT32 (sign-extended), INT64, BOOLEAN (0/1)
+    double d;  // FLOAT, DOUBLE
+    struct {
+        const uint8_t *p;
+        uint32_t n;
+    } s;       // BYTE_ARRAY: points into the page (or dictionary) it was decoded from
+} PqValue;
+
+// Bytes per value of a fixed-width physical type (INT32, INT64, FLOAT, DOUBLE); 0 for the others.
+int pq_value_width(int type);
+// A little-endian value of fixed-width type `type` at p.
+PqValue pq_fixed_value(int type, const uint8_t *p);
+// PLAIN: n values of physical type `type` (BOOLEAN, INT32, INT64, FLOAT, DOUBLE, BYTE_ARRAY) from p[0..len)
+// into out. Returns the bytes used, or -1 + err.
+int64_t pq_plain_decode(int type, const uint8_t *p, size_t len, int64_t n, PqValue *out, char *err, size_t errlen);
 
 // Parquet CompressionCodec values (parquet.thrift).
 enum { PQ_UNCOMPRESSED = 0, PQ_SNAPPY = 1, PQ_GZIP = 2, PQ_LZO = 3, PQ_BROTLI = 4, PQ_LZ4 = 5, PQ_ZSTD = 6, PQ_LZ4_RAW = 7 };

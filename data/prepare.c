@@ -18,6 +18,8 @@
 // The FLA layout needs the row count before the first batch (the shard bounds depend on it), so it reads
 // the inputs twice: pass 1 validates and counts rows (and, with --fla-shuffle-rows, records where each row
 // lives: its byte range for uncompressed JSONL/text, else its text copied to a spill file), pass 2 tokenizes.
+// This file: options, signals and errors, progress, the sidecar and the command; the units and worker pool are
+// in prepare_units.c, the passes of each layout in prepare_layouts.c (shared state: prepare_internal.h).
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -32,15 +34,13 @@
 #include <unistd.h>
 
 #include "data/indexed.h"
-#include "data/rng.h"
+#include "data/prepare_internal.h"
 #include "data/textin.h"
 #include "data/tokenizer.h"
 #include "util/common.h"
 #include "util/stale_tmp.h"
 
-#define UNIT_BYTES ((size_t)1 << 20) // documents layout: text handed to a worker at a time
-#define UNIT_RECS 8192
-#define MAX_SHOWN_PROBLEMS 20        // bad records / invalid UTF-8 reported one by one, then only counted
+#define MAX_SHOWN_PROBLEMS 20 // bad records / invalid UTF-8 reported one by one, then only counted
 
 static const char usage_text[] =
     "usage: gdn prepare --input FILE... --tokenizer tokenizer.json --output-prefix PREFIX [options]\n"
@@ -84,18 +84,9 @@ static const char usage_text[] =
     "Bad records are reported as FILE:LINE: problem, skipped and counted. Outputs are written to temporaries\n"
     "and renamed at the end: a failed or interrupted run leaves no PREFIX.bin/.idx behind.\n";
 
+
 // ---------------------------------------------------------------------------------------------------------
 // Options
-
-typedef struct {
-    char **inputs;
-    int n_inputs;
-    const char *tokenizer, *prefix, *key, *tmp_dir;
-    TextMode text_mode;
-    int append_eod, no_bos, fla, fla_shuffle, strict, quiet, workers;
-    long seq_length, fla_batch, shards;
-    uint64_t seed;
-} Opts;
 
 static long parse_count(const char *opt, const char *v, long lo, long hi) {
     char *e;
@@ -187,92 +178,9 @@ static void parse_opts(Opts *o, int argc, char **argv) {
     if (o->fla && o->no_bos) die("prepare: --no-bos is not part of FLA's preprocessing (--fla-chunks keeps BOS)");
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// State shared by the passes
-
-typedef enum { REC_TEXT, REC_JSON, REC_NULL } RecKind;
-typedef enum { DOC_OK, DOC_EMPTY, DOC_BAD } DocStatus;
-
-typedef struct {
-    size_t off, len; // bytes in Unit.raw
-    uint64_t line;
-    uint32_t input;
-    uint8_t kind;
-} URec;
-
-typedef struct {
-    uint32_t ntok;        // tokens this record contributed (documents layout)
-    uint32_t text_len;    // bytes of document text (after JSON decoding)
-    uint8_t status;       // DocStatus
-    uint32_t bad_utf8;    // invalid UTF-8 subsequences in the text
-    uint32_t bad_escapes; // JSON \u escapes of lone surrogates
-    uint64_t first_bad;   // byte offset of the first invalid UTF-8 subsequence
-} URes;
-
-enum { U_FREE, U_QUEUED, U_BUSY, U_DONE };
-
-typedef struct {
-    Buf raw;
-    URec *recs;
-    URes *res;
-    size_t nrec, caprec;
-    int32_t *ids;
-    size_t nids, capids;
-    Buf msgs;          // one NUL-terminated message per DOC_BAD record, in record order
-    size_t nchunks;    // FLA layout: ids holds nchunks * seq_length tokens
-    uint64_t dropped;  // FLA layout: the batch remainder
-    int state;
-} Unit;
-
-typedef struct {
-    uint64_t size, records, bad, documents;
-    int parquet;  // messages say "row N" rather than a line
-    int reread;   // FLA row index: rows are read back from this file by offset
-} InputStats;
-
-typedef struct {
-    uint64_t records, documents, empty, bad, bad_utf8_docs, bad_utf8_seqs, sequences, tokens, dropped, text_bytes;
-    uint64_t shown; // problems printed one by one
-} Stats;
-
-// A row's location for --fla-shuffle-rows: byte range in an input file or in the spill file.
-typedef struct {
-    uint64_t off;
-    uint32_t len;
-    uint32_t src_json; // source << 1 | is_json; source n_inputs = spill file
-} RowLoc;
-
-typedef struct Prep {
-    Opts o;
-    Tokenizer *tok;
-    int add_bos, eod, dtype;
-    IndexedWriter *w;
-    char *spill_path;
-    FILE *spill;
-    InputStats *in;
-    Stats st;
-    double t0, t_work, t_phase, t_last_progress; // t_phase: start of the current pass, for rates and ETA
-    int tty;
-    uint64_t total_bytes, done_bytes; // input bytes, and bytes of inputs already finished
-    const char *phase;
-    // worker pool
-    Unit *units;
-    int nslots;
-    uint64_t submitted, written;
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv, done_cv;
-    int stop;
-    pthread_t *threads;
-    // FLA rows
-    uint64_t nrows;
-    int use_index;  // pass 2 reads rows through `rows` (to shuffle them, or because a pipe cannot be re-read)
-    RowLoc *rows;
-    uint64_t *bad_ordinals; // records rejected in pass 1, by global ordinal (pass 2 re-reads and skips them)
-    size_t nbad_ordinals, capbad;
-} Prep;
-
 static volatile sig_atomic_t g_signal;
 static void on_signal(int sig) { g_signal = sig; }
+int prep_signal_pending(void) { return g_signal != 0; }
 
 static void cleanup_outputs(Prep *P) {
     if (P->w) indexed_writer_abort(P->w), P->w = NULL;
@@ -280,11 +188,9 @@ static void cleanup_outputs(Prep *P) {
     if (P->spill_path) unlink(P->spill_path), free(P->spill_path), P->spill_path = NULL;
 }
 
-static void check_signal(Prep *P);
-
 // Removes everything half-written, then exits with one line naming the problem.
-__attribute__((noreturn, format(printf, 2, 3))) static void fail(Prep *P, const char *fmt, ...) {
-    check_signal(P); // a read cut short by a signal surfaces here as an error: report the signal instead
+__attribute__((noreturn, format(printf, 2, 3))) void prep_fail(Prep *P, const char *fmt, ...) {
+    prep_check_signal(P); // a read cut short by a signal surfaces here as an error: report the signal instead
     char msg[2 * ERR_LEN];
     va_list ap;
     va_start(ap, fmt);
@@ -295,7 +201,7 @@ __attribute__((noreturn, format(printf, 2, 3))) static void fail(Prep *P, const 
     die("prepare: %s", msg);
 }
 
-static void check_signal(Prep *P) {
+void prep_check_signal(Prep *P) {
     if (!g_signal) return;
     int sig = g_signal;
     if (P->tty && !P->o.quiet) fputs("\r\033[K", stderr);
@@ -322,7 +228,7 @@ static void fmt_eta(char *s, size_t n, double sec) {
 }
 
 // One status line: on a terminal rewritten in place every second, in a log a new line every 10 s.
-static void progress(Prep *P, uint64_t bytes_now, uint64_t rows_done, int force) {
+void prep_progress(Prep *P, uint64_t bytes_now, uint64_t rows_done, int force) {
     if (P->o.quiet) return;
     double t = now_sec();
     if (!force && t - P->t_last_progress < (P->tty ? 1.0 : 10.0)) return;
@@ -357,13 +263,13 @@ static void progress(Prep *P, uint64_t bytes_now, uint64_t rows_done, int force)
     fprintf(stderr, P->tty ? "\r\033[K%s" : "%s\n", line);
 }
 
-static void progress_end(Prep *P) {
+void prep_progress_end(Prep *P) {
     if (P->tty && !P->o.quiet) fputs("\r\033[K", stderr);
 }
 
 // A problem with one record: reported (the first few), counted, fatal under --strict.
 // skipped: the record is left out (else it is kept, e.g. invalid UTF-8 encoded as U+FFFD).
-__attribute__((format(printf, 5, 6))) static void record_problem(Prep *P, uint32_t input, uint64_t line, int skipped,
+__attribute__((format(printf, 5, 6))) void prep_record_problem(Prep *P, uint32_t input, uint64_t line, int skipped,
                                                                  const char *fmt, ...) {
     char msg[ERR_LEN];
     va_list ap;
@@ -372,7 +278,7 @@ __attribute__((format(printf, 5, 6))) static void record_problem(Prep *P, uint32
     va_end(ap);
     const char *path = P->o.inputs[input];
     int pq = P->in[input].parquet;
-    if (P->o.strict) fail(P, "%s:%s%llu: %s (--strict)", path, pq ? "row " : "", (unsigned long long)line, msg);
+    if (P->o.strict) prep_fail(P, "%s:%s%llu: %s (--strict)", path, pq ? "row " : "", (unsigned long long)line, msg);
     if (P->st.shown < MAX_SHOWN_PROBLEMS) {
         if (P->tty && !P->o.quiet) fputs("\r\033[K", stderr);
         fprintf(stderr, "gdn: prepare: %s:%s%llu: %s%s\n", path, pq ? "row " : "", (unsigned long long)line, msg,
@@ -383,492 +289,11 @@ __attribute__((format(printf, 5, 6))) static void record_problem(Prep *P, uint32
     P->st.shown++;
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// Units and the worker pool
-
-static void unit_reset(Unit *u) {
-    u->raw.n = 0, u->nrec = 0, u->nids = 0, u->msgs.n = 0, u->nchunks = 0, u->dropped = 0;
-}
-
-// Room for n more bytes at the end of u->raw.
-static char *unit_reserve(Unit *u, size_t n) {
-    if (u->raw.n + n > u->raw.cap) {
-        size_t c = u->raw.cap ? u->raw.cap : 1 << 16;
-        while (c < u->raw.n + n) c *= 2;
-        u->raw.p = xrealloc(u->raw.p, c);
-        u->raw.cap = c;
-    }
-    return u->raw.p + u->raw.n;
-}
-
-// Adds a record whose len bytes were just placed at the end of u->raw (by unit_reserve + a read).
-static void unit_commit(Unit *u, size_t len, RecKind kind, uint32_t input, uint64_t line) {
-    if (u->nrec == u->caprec) {
-        u->caprec = u->caprec ? 2 * u->caprec : 1024;
-        u->recs = xrealloc(u->recs, u->caprec * sizeof *u->recs);
-        u->res = xrealloc(u->res, u->caprec * sizeof *u->res);
-    }
-    u->recs[u->nrec++] = (URec){u->raw.n, len, line, input, (uint8_t)kind};
-    u->raw.n += len;
-}
-
-static void unit_add(Unit *u, const char *p, size_t len, RecKind kind, uint32_t input, uint64_t line) {
-    if (len) memcpy(unit_reserve(u, len), p, len);
-    unit_commit(u, len, kind, input, line);
-}
-
-static void push_ids(Unit *u, const int32_t *ids, size_t n) {
-    if (u->nids + n > u->capids) {
-        while (u->nids + n > u->capids) u->capids = u->capids ? 2 * u->capids : 1 << 16;
-        u->ids = xrealloc(u->ids, u->capids * sizeof *u->ids);
-    }
-    memcpy(u->ids + u->nids, ids, n * sizeof *ids);
-    u->nids += n;
-}
-
-typedef struct {
-    Buf text;
-    int32_t *ids;
-    size_t cap;
-} Scratch;
-
-// Tokenizes one unit (runs on a worker thread; touches only the unit and the scratch).
-static void unit_process(Prep *P, Unit *u, Scratch *s) {
-    char err[ERR_LEN];
-    for (size_t i = 0; i < u->nrec; i++) {
-        URec *r = &u->recs[i];
-        URes *o = &u->res[i];
-        *o = (URes){0};
-        const char *text = u->raw.p + r->off;
-        size_t len = r->len, bad_escapes = 0;
-        if (r->kind == REC_NULL) {
-            o->status = DOC_BAD;
-            buf_printf(&u->msgs, "null value in column \"%s\"", P->o.key);
-            buf_put(&u->msgs, "", 1);
-            continue;
-        }
-        if (r->kind == REC_JSON) {
-            s->text.n = 0;
-            if (textin_json_text(text, len, P->o.key, &s->text, &bad_escapes, err, sizeof err)) {
-                o->status = DOC_BAD;
-                buf_puts(&u->msgs, err);
-                buf_put(&u->msgs, "", 1);
-                continue;
-            }
-            text = s->text.p ? s->text.p : "", len = s->text.n;
-        }
-        o->text_len = (uint32_t)len;
-        if (len == 0 && !P->o.fla) { o->status = DOC_EMPTY; continue; } // FLA keeps it: BOS alone
-        size_t first = 0;
-        o->bad_utf8 = (uint32_t)textin_utf8_invalid(text, len, &first);
-        o->bad_escapes = (uint32_t)bad_escapes;
-        o->first_bad = first;
-        size_t n = tok_encode(P->tok, text, len, P->add_bos, &s->ids, &s->cap);
-        push_ids(u, s->ids, n);
-        if (P->o.append_eod) push_ids(u, &(int32_t){P->eod}, 1);
-        o->ntok = (uint32_t)(n + (P->o.append_eod ? 1 : 0));
-        o->status = DOC_OK;
-    }
-    if (P->o.fla) { // FLA: concatenate the batch, keep whole chunks, drop the remainder
-        size_t L = (size_t)P->o.seq_length;
-        u->nchunks = u->nids / L;
-        u->dropped = u->nids - u->nchunks * L;
-        u->nids = u->nchunks * L;
-    }
-}
-
-static void *worker_main(void *arg) {
-    Prep *P = arg;
-    Scratch s = {0};
-    pthread_mutex_lock(&P->mu);
-    for (;;) {
-        Unit *u = NULL;
-        for (uint64_t q = P->written; q < P->submitted && !u; q++)
-            if (P->units[q % (uint64_t)P->nslots].state == U_QUEUED) u = &P->units[q % (uint64_t)P->nslots];
-        if (!u) {
-            if (P->stop) break;
-            pthread_cond_wait(&P->work_cv, &P->mu);
-            continue;
-        }
-        u->state = U_BUSY;
-        pthread_mutex_unlock(&P->mu);
-        unit_process(P, u, &s);
-        pthread_mutex_lock(&P->mu);
-        u->state = U_DONE;
-        pthread_cond_broadcast(&P->done_cv);
-    }
-    pthread_mutex_unlock(&P->mu);
-    buf_free(&s.text), free(s.ids);
-    return NULL;
-}
-
-static void pool_start(Prep *P) {
-    // Units in flight: enough to keep every worker busy while the main thread reads and writes. An FLA unit is a
-    // whole batch (2048 FineWeb rows ~ 10 MB of text), so fewer of those.
-    P->nslots = P->o.fla ? P->o.workers + 2 : 2 * P->o.workers + 2;
-    P->units = xcalloc((size_t)P->nslots, sizeof *P->units);
-    pthread_mutex_init(&P->mu, NULL);
-    pthread_cond_init(&P->work_cv, NULL);
-    pthread_cond_init(&P->done_cv, NULL);
-    P->threads = xcalloc((size_t)P->o.workers, sizeof *P->threads);
-    // Workers block the stop signals, so they reach the main thread and interrupt its blocking reads.
-    sigset_t stop, old;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT), sigaddset(&stop, SIGTERM), sigaddset(&stop, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &stop, &old);
-    for (int i = 0; i < P->o.workers; i++)
-        if (pthread_create(&P->threads[i], NULL, worker_main, P)) fail(P, "cannot start worker thread %d", i);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-static void pool_stop(Prep *P) {
-    pthread_mutex_lock(&P->mu);
-    P->stop = 1;
-    pthread_cond_broadcast(&P->work_cv);
-    pthread_mutex_unlock(&P->mu);
-    for (int i = 0; i < P->o.workers; i++) pthread_join(P->threads[i], NULL);
-    for (int i = 0; i < P->nslots; i++) {
-        Unit *u = &P->units[i];
-        buf_free(&u->raw), buf_free(&u->msgs), free(u->recs), free(u->res), free(u->ids);
-    }
-    free(P->units), free(P->threads);
-    pthread_mutex_destroy(&P->mu);
-    pthread_cond_destroy(&P->work_cv);
-    pthread_cond_destroy(&P->done_cv);
-}
-
-static void write_seq(Prep *P, const int32_t *ids, size_t n) {
-    if (indexed_writer_add_seq(P->w, ids, n) || indexed_writer_end_doc(P->w))
-        fail(P, "error writing %s.bin/.idx: %s", P->o.prefix, strerror(errno));
-    P->st.sequences++;
-    P->st.tokens += n;
-}
-
-// Writes a finished unit (main thread, in submission order).
-static void unit_write(Prep *P, Unit *u) {
-    const char *msg = u->msgs.p;
-    size_t pos = 0;
-    for (size_t i = 0; i < u->nrec; i++) {
-        URec *r = &u->recs[i];
-        URes *o = &u->res[i];
-        if (o->status == DOC_BAD) {
-            if (P->o.fla) // pass 1 accepted this record
-                fail(P, "%s: a record accepted by the first pass is now rejected (%s): the input changed during "
-                        "the run", P->o.inputs[r->input], msg);
-            P->st.bad++, P->in[r->input].bad++;
-            record_problem(P, r->input, r->line, 1, "%s", msg);
-            msg += strlen(msg) + 1;
-            continue;
-        }
-        if (o->bad_utf8 || o->bad_escapes) {
-            P->st.bad_utf8_docs++, P->st.bad_utf8_seqs += o->bad_utf8 + o->bad_escapes;
-            if (o->bad_utf8)
-                record_problem(P, r->input, r->line, 0,
-                               "invalid UTF-8 (%u sequence%s, the first at byte %llu of the text), each encoded as "
-                               "U+FFFD", o->bad_utf8, o->bad_utf8 == 1 ? "" : "s", (unsigned long long)o->first_bad);
-            if (o->bad_escapes)
-                record_problem(P, r->input, r->line, 0, "%u \\u escape%s of a lone UTF-16 surrogate, encoded as U+FFFD",
-                               o->bad_escapes, o->bad_escapes == 1 ? "" : "s");
-        }
-        if (o->status == DOC_EMPTY) { P->st.empty++; continue; }
-        P->st.text_bytes += o->text_len;
-        P->st.documents++;
-        if (!P->o.fla) {
-            write_seq(P, u->ids + pos, o->ntok);
-            pos += o->ntok;
-            P->in[r->input].documents++;
-        } else if (o->text_len == 0) {
-            P->st.empty++;
-        }
-    }
-    if (P->o.fla) {
-        size_t L = (size_t)P->o.seq_length;
-        for (size_t c = 0; c < u->nchunks; c++) write_seq(P, u->ids + c * L, L);
-        P->st.dropped += u->dropped;
-    }
-}
-
-// Waits for the oldest unit in flight, writes it and frees its slot.
-static void drain_one(Prep *P, uint64_t bytes_now, uint64_t rows_done) {
-    Unit *u = &P->units[P->written % (uint64_t)P->nslots];
-    pthread_mutex_lock(&P->mu);
-    while (u->state != U_DONE) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&P->done_cv, &P->mu, &ts);
-        if (g_signal) { pthread_mutex_unlock(&P->mu); check_signal(P); }
-        pthread_mutex_unlock(&P->mu);
-        progress(P, bytes_now, rows_done, 0);
-        pthread_mutex_lock(&P->mu);
-    }
-    pthread_mutex_unlock(&P->mu);
-    unit_write(P, u);
-    pthread_mutex_lock(&P->mu);
-    u->state = U_FREE;
-    P->written++;
-    pthread_mutex_unlock(&P->mu);
-}
-
-static int unit_done(Prep *P, Unit *u) {
-    pthread_mutex_lock(&P->mu);
-    int d = u->state == U_DONE;
-    pthread_mutex_unlock(&P->mu);
-    return d;
-}
-
-// A free unit to fill: waits for the oldest unit when all slots are in flight.
-static Unit *unit_acquire(Prep *P, uint64_t bytes_now, uint64_t rows_done) {
-    while (P->written < P->submitted && unit_done(P, &P->units[P->written % (uint64_t)P->nslots]))
-        drain_one(P, bytes_now, rows_done);
-    if (P->submitted - P->written == (uint64_t)P->nslots) drain_one(P, bytes_now, rows_done);
-    Unit *u = &P->units[P->submitted % (uint64_t)P->nslots];
-    unit_reset(u);
-    return u;
-}
-
-static void unit_submit(Prep *P, Unit *u) {
-    pthread_mutex_lock(&P->mu);
-    u->state = U_QUEUED;
-    P->submitted++;
-    pthread_cond_signal(&P->work_cv);
-    pthread_mutex_unlock(&P->mu);
-}
-
-static void drain_all(Prep *P, uint64_t bytes_now, uint64_t rows_done) {
-    while (P->written < P->submitted) drain_one(P, bytes_now, rows_done);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Reading the inputs in order
-
-typedef struct {
-    Prep *P;
-    int idx;
-    TextInput *in;
-    uint64_t ordinal; // records returned so far, over all inputs
-    size_t skip_at;   // next entry of P->bad_ordinals (pass 2 of the FLA layout)
-    int skip_bad;
-} Stream;
-
-static TextInput *open_input(Prep *P, int i) {
-    char err[ERR_LEN];
-    TextInOptions opt = {P->o.key, P->o.text_mode};
-    TextInput *in = textin_open(P->o.inputs[i], &opt, err, sizeof err);
-    if (!in) fail(P, "%s", err);
-    return in;
-}
-
-// Next record over all inputs; 0 when every input is read. *input gets the input's index.
-static int stream_next(Stream *s, TextRecord *rec, uint32_t *input) {
-    Prep *P = s->P;
-    char err[ERR_LEN];
-    for (;;) {
-        if (!s->in) {
-            if (s->idx >= P->o.n_inputs) return 0;
-            s->in = open_input(P, s->idx);
-        }
-        int r = textin_next(s->in, rec, err, sizeof err);
-        if (r < 0) fail(P, "%s", err);
-        if (r == 0) {
-            P->done_bytes += textin_file_size(s->in);
-            textin_close(s->in), s->in = NULL;
-            s->idx++;
-            continue;
-        }
-        uint64_t ord = s->ordinal++;
-        if (s->skip_bad && s->skip_at < P->nbad_ordinals && P->bad_ordinals[s->skip_at] == ord) {
-            s->skip_at++;
-            continue;
-        }
-        *input = (uint32_t)s->idx;
-        return 1;
-    }
-}
-
-static uint64_t stream_bytes(const Stream *s) {
-    return s->P->done_bytes + (s->in ? textin_bytes_read(s->in) : 0);
-}
-
-static RecKind rec_kind(const TextRecord *r) { return r->is_null ? REC_NULL : r->is_json ? REC_JSON : REC_TEXT; }
-
-// Documents layout: one pass, units of ~1 MiB of text.
-static void run_documents(Prep *P) {
-    Stream s = {.P = P};
-    TextRecord rec;
-    uint32_t input;
-    for (int more = 1; more;) {
-        check_signal(P);
-        Unit *u = unit_acquire(P, stream_bytes(&s), UINT64_MAX);
-        while (u->raw.n < UNIT_BYTES && u->nrec < UNIT_RECS) {
-            if (!stream_next(&s, &rec, &input)) { more = 0; break; }
-            unit_add(u, rec.p, rec.len, rec_kind(&rec), input, rec.line);
-            P->st.records++, P->in[input].records++;
-        }
-        if (u->nrec) unit_submit(P, u);
-        progress(P, stream_bytes(&s), UINT64_MAX, 0);
-    }
-    drain_all(P, P->total_bytes, UINT64_MAX);
-}
-
-static void dir_of(const char *path, char *out, size_t n) {
+void prep_dir_of(const char *path, char *out, size_t n) {
     const char *sl = strrchr(path, '/');
     if (!sl) snprintf(out, n, ".");
     else if (sl == path) snprintf(out, n, "/");
     else snprintf(out, n, "%.*s", (int)(sl - path), path);
-}
-
-// The spill file holds the rows --fla-shuffle-rows cannot re-read in place (compressed, Parquet, pipes).
-static void spill_open(Prep *P) {
-    char dir[4096];
-    if (P->o.tmp_dir) snprintf(dir, sizeof dir, "%s", P->o.tmp_dir);
-    else dir_of(P->o.prefix, dir, sizeof dir);
-    size_t n = strlen(dir) + 64;
-    P->spill_path = xmalloc(n);
-    snprintf(P->spill_path, n, "%s/gdn-prepare-rows.tmp.%d", dir, (int)getpid());
-    P->spill = fopen(P->spill_path, "w+b");
-    if (!P->spill) {
-        char *p = P->spill_path;
-        P->spill_path = NULL;
-        fail(P, "cannot create the spill file %s (choose another place with --tmp-dir): %s", p, strerror(errno));
-    }
-    setvbuf(P->spill, NULL, _IOFBF, 1 << 20);
-}
-
-// FLA pass 1: validate every record, count the rows, and (when shuffling) note where each row lives.
-static void fla_index_rows(Prep *P) {
-    Stream s = {.P = P};
-    TextRecord rec;
-    uint32_t input;
-    Buf text = {0};
-    char err[ERR_LEN];
-    size_t caprows = 0;
-    P->phase = "pass 1/2: ";
-    while (stream_next(&s, &rec, &input)) {
-        if ((s.ordinal & 1023) == 0) check_signal(P), progress(P, stream_bytes(&s), UINT64_MAX, 0);
-        P->st.records++, P->in[input].records++;
-        const char *doc = rec.p;
-        size_t len = rec.len;
-        int ok = 1;
-        if (rec.is_null) {
-            record_problem(P, input, rec.line, 1, "null value in column \"%s\"", P->o.key);
-            ok = 0;
-        } else if (rec.is_json) {
-            text.n = 0;
-            if (textin_json_text(rec.p, rec.len, P->o.key, &text, NULL, err, sizeof err)) {
-                record_problem(P, input, rec.line, 1, "%s", err);
-                ok = 0;
-            }
-            doc = text.p ? text.p : "", len = text.n;
-        }
-        if (!ok) {
-            P->st.bad++, P->in[input].bad++;
-            if (P->nbad_ordinals == P->capbad) {
-                P->capbad = P->capbad ? 2 * P->capbad : 64;
-                P->bad_ordinals = xrealloc(P->bad_ordinals, P->capbad * sizeof *P->bad_ordinals);
-            }
-            P->bad_ordinals[P->nbad_ordinals++] = s.ordinal - 1;
-            continue;
-        }
-        P->nrows++;
-        if (!P->use_index) continue;
-        if (P->nrows > caprows) {
-            caprows = caprows ? 2 * caprows : 1 << 16;
-            P->rows = xrealloc(P->rows, caprows * sizeof *P->rows);
-        }
-        RowLoc *loc = &P->rows[P->nrows - 1];
-        if (textin_random_access(s.in)) { // re-read later from the input itself
-            P->in[input].reread = 1;
-            *loc = (RowLoc){rec.offset, (uint32_t)rec.len, (uint32_t)input << 1 | (rec.is_json ? 1u : 0u)};
-        } else { // compressed / Parquet / pipe: keep a copy of the text
-            if (!P->spill) spill_open(P);
-            off_t at = ftello(P->spill);
-            if (len && fwrite(doc, 1, len, P->spill) != len)
-                fail(P, "error writing the spill file %s: %s", P->spill_path, strerror(errno));
-            *loc = (RowLoc){(uint64_t)at, (uint32_t)len, (uint32_t)P->o.n_inputs << 1};
-        }
-    }
-    buf_free(&text);
-    if (P->spill && (fflush(P->spill) || ferror(P->spill)))
-        fail(P, "error writing the spill file %s: %s", P->spill_path, strerror(errno));
-    progress(P, P->total_bytes, UINT64_MAX, 1);
-    progress_end(P);
-}
-
-static void pread_all(Prep *P, int fd, const char *path, char *dst, size_t n, uint64_t off) {
-    while (n) {
-        ssize_t r = pread(fd, dst, n, (off_t)off);
-        if (r < 0 && errno == EINTR) { check_signal(P); continue; }
-        if (r <= 0)
-            fail(P, "cannot read back %s at byte %llu: %s", path, (unsigned long long)off,
-                 r < 0 ? strerror(errno) : "the file shrank");
-        dst += r, n -= (size_t)r, off += (uint64_t)r;
-    }
-}
-
-// FLA pass 2: shards of the (shuffled) row list, batches inside shards, one unit per batch.
-static void fla_tokenize(Prep *P) {
-    uint64_t R = P->nrows, S = (uint64_t)P->o.shards, B = (uint64_t)P->o.fla_batch;
-    uint64_t q = R / S, m = R % S;
-    int64_t *perm = NULL;
-    int *fds = NULL;
-    Stream s = {.P = P, .skip_bad = 1};
-    P->done_bytes = 0;
-    if (P->o.fla_shuffle) {
-        perm = xmalloc((R ? R : 1) * sizeof *perm);
-        hf_shuffle_permutation(perm, R, P->o.seed); // logical row i = source row perm[i]
-    }
-    if (P->use_index) {
-        fds = xmalloc(((size_t)P->o.n_inputs + 1) * sizeof *fds);
-        for (int i = 0; i <= P->o.n_inputs; i++) { // only the files rows are read back from (not pipes)
-            const char *path = i < P->o.n_inputs ? (P->in[i].reread ? P->o.inputs[i] : NULL) : P->spill_path;
-            fds[i] = path ? open(path, O_RDONLY) : -1;
-            if (path && fds[i] < 0) fail(P, "cannot reopen %s: %s", path, strerror(errno));
-        }
-    }
-    P->phase = "pass 2/2:";
-    P->t_phase = now_sec();
-    uint64_t row = 0;
-    TextRecord rec;
-    uint32_t input;
-    for (uint64_t sh = 0; sh < S; sh++) {
-        uint64_t lo = q * sh + (sh < m ? sh : m), hi = lo + q + (sh < m ? 1 : 0);
-        for (uint64_t b = lo; b < hi; b += B) {
-            uint64_t e = b + B < hi ? b + B : hi;
-            check_signal(P);
-            Unit *u = unit_acquire(P, 0, row);
-            for (uint64_t i = b; i < e; i++) {
-                if (P->use_index) {
-                    uint64_t src_row = perm ? (uint64_t)perm[i] : i;
-                    const RowLoc *loc = &P->rows[src_row];
-                    uint32_t src = loc->src_json >> 1;
-                    int spilled = src == (uint32_t)P->o.n_inputs;
-                    pread_all(P, fds[src], spilled ? P->spill_path : P->o.inputs[src], unit_reserve(u, loc->len),
-                              loc->len, loc->off);
-                    unit_commit(u, loc->len, (loc->src_json & 1) ? REC_JSON : REC_TEXT, spilled ? 0 : src,
-                                src_row + 1);
-                } else {
-                    if (!stream_next(&s, &rec, &input))
-                        fail(P, "the input ended early in the second pass (did it change during the run?)");
-                    unit_add(u, rec.p, rec.len, rec_kind(&rec), input, rec.line);
-                }
-            }
-            row = e;
-            unit_submit(P, u);
-            progress(P, 0, row, 0);
-        }
-    }
-    drain_all(P, 0, row);
-    if (!P->use_index && stream_next(&s, &rec, &input))
-        fail(P, "the input grew between the two passes (did it change during the run?)");
-    if (s.in) textin_close(s.in);
-    if (fds)
-        for (int i = 0; i <= P->o.n_inputs; i++)
-            if (fds[i] >= 0) close(fds[i]);
-    free(fds), free(perm);
-    progress(P, 0, row, 1);
-    progress_end(P);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -947,7 +372,7 @@ static void write_sidecar(Prep *P, int argc, char **argv, const char *started, d
     text[n] = '\n', text[n + 1] = 0;
     char path[4096], err[ERR_LEN];
     snprintf(path, sizeof path, "%s.json", P->o.prefix);
-    if (write_file_atomic(path, text, n + 1, err, sizeof err)) fail(P, "%s", err);
+    if (write_file_atomic(path, text, n + 1, err, sizeof err)) prep_fail(P, "%s", err);
     free(text);
 }
 
@@ -970,26 +395,26 @@ int cmd_prepare(int argc, char **argv) {
         TextInFormat f;
         TextInCodec c;
         struct stat st;
-        if (textin_detect(P->o.inputs[i], &f, &c, err, sizeof err)) fail(P, "%s", err);
+        if (textin_detect(P->o.inputs[i], &f, &c, err, sizeof err)) prep_fail(P, "%s", err);
         if (stat(P->o.inputs[i], &st) || access(P->o.inputs[i], R_OK))
-            fail(P, "cannot read input %s: %s", P->o.inputs[i], strerror(errno));
-        if (S_ISDIR(st.st_mode)) fail(P, "input %s is a directory", P->o.inputs[i]);
+            prep_fail(P, "cannot read input %s: %s", P->o.inputs[i], strerror(errno));
+        if (S_ISDIR(st.st_mode)) prep_fail(P, "input %s is a directory", P->o.inputs[i]);
         P->in[i].size = (uint64_t)st.st_size;
         P->in[i].parquet = f == TEXTIN_PARQUET;
         P->use_index |= P->o.fla && (P->o.fla_shuffle || !S_ISREG(st.st_mode));
         P->total_bytes += (uint64_t)st.st_size;
     }
-    dir_of(P->o.prefix, dir, sizeof dir);
-    if (mkdir_p(dir)) fail(P, "cannot create output directory %s: %s", dir, strerror(errno));
+    prep_dir_of(P->o.prefix, dir, sizeof dir);
+    if (mkdir_p(dir)) prep_fail(P, "cannot create output directory %s: %s", dir, strerror(errno));
     // temp files of prepares that were killed (SIGKILL skips on_signal's cleanup)
     int stale = remove_stale_tmp(dir) + (P->o.tmp_dir ? remove_stale_tmp(P->o.tmp_dir) : 0);
     if (stale && !P->o.quiet) fprintf(stderr, "prepare: removed %d temp file%s of interrupted runs\n", stale, stale == 1 ? "" : "s");
 
     P->tok = tok_load(P->o.tokenizer, err, sizeof err);
-    if (!P->tok) fail(P, "%s", err);
+    if (!P->tok) prep_fail(P, "%s", err);
     P->add_bos = !P->o.no_bos;
     P->eod = tok_eos_id(P->tok);
-    if (P->o.append_eod && P->eod < 0) fail(P, "--append-eod: tokenizer %s has no end-of-text token", P->o.tokenizer);
+    if (P->o.append_eod && P->eod < 0) prep_fail(P, "--append-eod: tokenizer %s has no end-of-text token", P->o.tokenizer);
     P->dtype = tok_vocab_size(P->tok) >= 65500 ? 4 : 8; // Megatron's rule (spec data.md §2)
 
     struct sigaction sa = {0};
@@ -998,21 +423,21 @@ int cmd_prepare(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL), sigaction(SIGHUP, &sa, NULL);
 
     P->w = indexed_writer_open(P->o.prefix, P->dtype, err, sizeof err);
-    if (!P->w) fail(P, "%s", err);
+    if (!P->w) prep_fail(P, "%s", err);
     P->t_work = P->t_phase = P->t_last_progress = now_sec();
 
     if (P->o.fla) {
-        fla_index_rows(P);
-        pool_start(P);
-        fla_tokenize(P);
-        pool_stop(P);
+        prep_fla_index_rows(P);
+        prep_pool_start(P);
+        prep_fla_tokenize(P);
+        prep_pool_stop(P);
     } else {
-        pool_start(P);
-        run_documents(P);
-        pool_stop(P);
+        prep_pool_start(P);
+        prep_run_documents(P);
+        prep_pool_stop(P);
     }
     if (P->st.sequences == 0)
-        fail(P, "no %s to write (%llu records: %llu bad, %llu empty)", P->o.fla ? "complete chunk" : "document",
+        prep_fail(P, "no %s to write (%llu records: %llu bad, %llu empty)", P->o.fla ? "complete chunk" : "document",
              (unsigned long long)P->st.records, (unsigned long long)P->st.bad, (unsigned long long)P->st.empty);
 
     // A stale sidecar must not describe the new .bin/.idx; the new one is written after them.
@@ -1021,7 +446,7 @@ int cmd_prepare(int argc, char **argv) {
     unlink(side);
     IndexedWriter *w = P->w;
     P->w = NULL;
-    if (indexed_writer_finish(w, err, sizeof err)) fail(P, "%s", err);
+    if (indexed_writer_finish(w, err, sizeof err)) prep_fail(P, "%s", err);
     cleanup_outputs(P); // the spill file
     double t_end = now_sec(), work = t_end - P->t_work;
     write_sidecar(P, argc, argv, started, t_end - P->t0);
@@ -1048,3 +473,4 @@ int cmd_prepare(int argc, char **argv) {
     free(P->rows), free(P->bad_ordinals), free(P->in), free(P->o.inputs), free(P);
     return 0;
 }
+

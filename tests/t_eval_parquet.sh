@@ -14,16 +14,8 @@ cd "$(dirname "$0")/.."
 [ -f build/libgdn.a ] || { echo "t_eval_parquet: build/libgdn.a missing (run make first)"; exit 1; }
 GDN=${GDN:-./gdn}
 
-NPM_DIR=.assets/parquet_npm # the writers t_parquet.sh installs; installed the same way when absent
-if [ ! -f "$NPM_DIR/.done" ]; then
-  tmp=$(mktemp -d "${TMPDIR:-/tmp}/parquet_npm.XXXXXX")
-  (cd "$tmp" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund \
-     parquet-wasm@0.8.0 apache-arrow@21.2.0 @duckdb/node-api@1.5.6-r.1 >/dev/null)
-  touch "$tmp/.done"
-  mkdir -p .assets
-  rm -rf "$NPM_DIR"
-  mv "$tmp" "$NPM_DIR"
-fi
+source tests/parquet/writers.sh
+parquet_writers t_eval_parquet
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/t_eval_parquet.XXXXXX")
 trap 'rm -rf "$W"' EXIT

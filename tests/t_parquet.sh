@@ -11,21 +11,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-NPM_DIR=.assets/parquet_npm
-PKGS="parquet-wasm@0.8.0 apache-arrow@21.2.0 @duckdb/node-api@1.5.6-r.1"
-if [ ! -f "$NPM_DIR/.done" ]; then
-  echo "t_parquet: npm install $PKGS"
-  tmp=$(mktemp -d "${TMPDIR:-/tmp}/parquet_npm.XXXXXX")
-  (cd "$tmp" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund $PKGS >/dev/null)
-  touch "$tmp/.done"
-  mkdir -p .assets
-  rm -rf "$NPM_DIR"
-  mv "$tmp" "$NPM_DIR"
-fi
+source tests/parquet/writers.sh
+parquet_writers t_parquet
 
 B=build/parquet_test
 mkdir -p "$B"
-SRC="tests/test_parquet.c data/parquet.c data/pq_format.c data/pq_thrift.c data/pq_encoding.c util/common.c"
+SRC="tests/test_parquet.c data/parquet.c data/pq_footer.c data/pq_pages.c data/pq_format.c data/pq_thrift.c data/pq_encoding.c util/common.c"
 LIBS="-lsnappy -lzstd -lz -lm"
 CFLAGS="-std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -I."
 echo "t_parquet: building test_parquet with ASan/UBSan and -O3"

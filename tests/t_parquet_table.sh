@@ -15,17 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-NPM_DIR=.assets/parquet_npm # the writers t_parquet.sh installs; installed the same way when absent
-if [ ! -f "$NPM_DIR/.done" ]; then
-  echo "t_parquet_table: npm install parquet-wasm apache-arrow @duckdb/node-api"
-  tmp=$(mktemp -d "${TMPDIR:-/tmp}/parquet_npm.XXXXXX")
-  (cd "$tmp" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund \
-     parquet-wasm@0.8.0 apache-arrow@21.2.0 @duckdb/node-api@1.5.6-r.1 >/dev/null)
-  touch "$tmp/.done"
-  mkdir -p .assets
-  rm -rf "$NPM_DIR"
-  mv "$tmp" "$NPM_DIR"
-fi
+source tests/parquet/writers.sh
+parquet_writers t_parquet_table
 
 PQJS_DIR=.assets/parquetjs_npm # parquetjs: a third writer, with the legacy list layout
 if [ ! -f "$PQJS_DIR/.done" ]; then
@@ -40,7 +31,7 @@ fi
 
 B=build/parquet_table_test
 mkdir -p "$B"
-SRC="tests/test_parquet_table.c data/pq_table.c data/pq_format.c data/pq_thrift.c data/pq_encoding.c util/common.c"
+SRC="tests/test_parquet_table.c data/pq_table.c data/pq_table_decode.c data/pq_footer.c data/pq_pages.c data/pq_format.c data/pq_thrift.c data/pq_encoding.c util/common.c"
 echo "t_parquet_table: building test_parquet_table with ASan/UBSan"
 # shellcheck disable=SC2086
 gcc -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -I. -g -O1 \

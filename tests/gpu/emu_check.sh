@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# emu_check.sh: runs tests/gpu/test_cuda_ops.c --quick with the CUDA backend's kernels executed on the
+# emu_check.sh: runs tests/gpu/test_cuda_ops.c (+ tests/gpu/ops/) --quick with the CUDA backend's kernels executed on the
 # CPU (cuda/emu.cuh + tests/gpu/emu/cuda_emu.cc), once with the threads of each block scheduled in order
 # and once in reverse order. No GPU needed: it checks the kernels' index math, shared-memory phases and
 # barriers, the cuBLASLt layout mapping and the whole test harness against the CPU twin. It cannot see
@@ -28,7 +28,7 @@ for f in cuda/*.cu; do build "$f" "$OUT/$(basename "$f" .cu).o" g++ -x c++ "${CX
 build tests/gpu/emu/cuda_emu.cc "$OUT/cuda_emu.o" g++ "${CXXFLAGS[@]}"
 # The CPU twin and the helpers it needs (not the rest of libgdn.a: this stays independent of other parts).
 for f in util/common.c cpu/*.c; do build "$f" "$OUT/c_$(basename "$f" .c).o" gcc "${CFLAGS[@]}"; done
-build tests/gpu/test_cuda_ops.c "$OUT/test_cuda_ops.o" gcc "${CFLAGS[@]}"
+for f in tests/gpu/test_cuda_ops.c tests/gpu/ops/*.c; do build "$f" "$OUT/t_$(basename "$f" .c).o" gcc "${CFLAGS[@]}"; done
 g++ -o "$OUT/test_cuda_ops" "${objs[@]}" -fopenmp -lopenblas -lm
 
 args=("$@")

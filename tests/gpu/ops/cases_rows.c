@@ -1,0 +1,193 @@
+// cases_rows.c: test_cuda_ops' cases for the row-wise ops: embedding, RMSNorm (with the residual add), matmul,
+// SwiGLU, the lm head with cross-entropy, the logits statistics.
+// Each run_* wrapper calls one op through the Backend table; each cases_* adds cases (harness.h).
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/gpu/ops/harness.h"
+
+static void run_embedding_fwd(const Backend *be, void **p, const Case *c) {
+    be->embedding_fwd(p[2], p[0], p[1], c->i[0], c->i[1]);
+}
+
+static void run_embedding_bwd(const Backend *be, void **p, const Case *c) {
+    be->embedding_bwd(p[2], p[1], p[0], c->i[0], c->i[1], c->i[2]);
+}
+
+static void run_rmsnorm_fwd(const Backend *be, void **p, const Case *c) {
+    // x, resid, w, y, rstd, s_out
+    be->rmsnorm_fwd(p[3], p[4], p[5], p[0], p[1], p[2], c->i[0], c->i[1], c->f[0]);
+}
+
+static void run_rmsnorm_bwd(const Backend *be, void **p, const Case *c) {
+    // dy, s, rstd, w, dres, ds, dw
+    be->rmsnorm_bwd(p[5], p[6], p[0], p[1], p[2], p[3], p[4], c->i[0], c->i[1]);
+}
+
+static void run_matmul_fwd(const Backend *be, void **p, const Case *c) {
+    // x, W, y;  i: M N K ldx ldy acc
+    be->matmul_fwd(p[2], c->i[4], p[0], c->i[3], p[1], c->i[0], c->i[1], c->i[2], c->i[5]);
+}
+
+static void run_matmul_bwd(const Backend *be, void **p, const Case *c) {
+    // dy, x, W, dx, dW;  i: M N K lddx lddy ldx acc
+    be->matmul_bwd(p[3], c->i[3], p[4], p[0], c->i[4], p[1], c->i[5], p[2], c->i[0], c->i[1], c->i[2], c->i[6]);
+}
+
+static void run_swiglu_fwd(const Backend *be, void **p, const Case *c) { be->swiglu_fwd(p[1], p[0], c->i[0], c->i[1]); }
+
+static void run_swiglu_bwd(const Backend *be, void **p, const Case *c) {
+    // dy, gu, dgu (dgu may alias gu via c->alias)
+    be->swiglu_bwd(p[2], p[0], p[1], c->i[0], c->i[1]);
+}
+
+static void run_lmhead_ce(const Backend *be, void **p, const Case *c) {
+    // y, E, targets, losses, dy, dE;  i: N h V;  f: loss_scale
+    be->lmhead_ce(p[3], p[4], p[5], p[0], p[1], p[2], c->i[0], c->i[1], c->i[2], c->f[0]);
+}
+
+static void run_lmhead_logits(const Backend *be, void **p, const Case *c) {
+    be->lmhead_logits(p[2], p[0], p[1], c->i[0], c->i[1], c->i[2]);
+}
+
+static void run_logits_stats(const Backend *be, void **p, const Case *c) {
+    // logits, targets, argmax, logprob;  i: rows V
+    be->logits_stats(p[2], p[3], p[0], p[1], c->i[0], c->i[1]);
+}
+
+void cases_embedding(Rng *g, int N, int h, int V) {
+    Case *c = new_case("embedding_fwd", run_embedding_fwd, "N=%d h=%d V=%d", N, h, V);
+    c->i[0] = N, c->i[1] = h;
+    Tensor *ids = add_in(c, "ids", K_I32, N, 1, 1);
+    for (int n = 0; n < N; n++) ids->init_i[n] = n % 3 == 0 ? 3 : (int)(rng_u64(g) % V); // repeats
+    fill_normal(add_in(c, "E", K_ACT, V, h, 0), g, 0, 0.02f);
+    add_t(c, "x", K_ACT, R_OUT, N, h, 0, F32_EXACT, B16_EXACT);
+
+    c = new_case("embedding_bwd", run_embedding_bwd, "N=%d h=%d V=%d", N, h, V);
+    c->i[0] = N, c->i[1] = h, c->i[2] = V;
+    ids = add_in(c, "ids", K_I32, N, 1, 1);
+    for (int n = 0; n < N; n++) ids->init_i[n] = n % 3 == 0 ? 3 : (int)(rng_u64(g) % V);
+    fill_normal(add_in(c, "dx", K_ACT, N, h, 0), g, 0, 1);
+    fill_normal(add_t(c, "dE", K_F32, R_ACC, V, h, 0, F32_EXACT, B16_EXACT), g, 0, 0.1f);
+}
+
+void cases_rmsnorm(Rng *g, int N, int h, int resid, int alias_s, int big) {
+    Case *c = new_case("rmsnorm_fwd", run_rmsnorm_fwd, "N=%d h=%d%s", N, h,
+                       !resid    ? " no-resid"
+                       : alias_s ? " s_out=resid"
+                                 : "");
+    c->i[0] = N, c->i[1] = h, c->f[0] = 1e-6f, c->big = big;
+    fill_normal(add_in(c, "x", K_ACT, N, h, 0), g, 0, 1);
+    Tensor *r = add_in(c, "resid", K_ACT, N, h, 0);
+    if (resid)
+        fill_normal(r, g, 0.5f, 1);
+    else
+        r->is_null = 1;
+    fill_normal(add_in(c, "w", K_F32, 1, h, 0), g, 1, 0.1f);
+    add_t(c, "y", K_ACT, R_OUT, N, h, 0, F32_ORDER, B16_STORE);
+    add_t(c, "rstd", K_F32, R_OUT, N, 1, 0, F32_ORDER, B16_FP32);
+    Tensor *s = add_t(c, "s_out", K_ACT, R_OUT, N, h, 0, F32_EXACT, B16_STORE);
+    if (!resid) s->is_null = 1;
+    if (resid && alias_s) { // s_out written over resid: resid becomes an in-out tensor
+        c->t[1].role = R_ACC, c->t[1].t32 = F32_EXACT, c->t[1].t16 = B16_STORE;
+        c->alias[5] = 1;
+    }
+
+    c = new_case("rmsnorm_bwd", run_rmsnorm_bwd, "N=%d h=%d%s", N, h, resid ? " dres" : "");
+    c->i[0] = N, c->i[1] = h, c->big = big;
+    fill_normal(add_in(c, "dy", K_ACT, N, h, 0), g, 0, 1);
+    fill_normal(add_in(c, "s", K_ACT, N, h, 0), g, 0, 1);
+    fill_uniform(add_in(c, "rstd", K_F32, N, 1, 0), g, 0.5f, 2.0f);
+    fill_normal(add_in(c, "w", K_F32, 1, h, 0), g, 1, 0.1f);
+    r = add_in(c, "dres", K_ACT, N, h, 0);
+    if (resid)
+        fill_normal(r, g, 0, 1);
+    else
+        r->is_null = 1;
+    add_t(c, "ds", K_ACT, R_OUT, N, h, 0, F32_ORDER, B16_STORE);
+    fill_normal(add_t(c, "dw", K_F32, R_ACC, 1, h, 0, F32_ORDER, B16_FP32), g, 0, 1);
+}
+
+void cases_matmul(Rng *g, int M, int N, int K, int pad, int acc, int big) {
+    int ldx = K + pad, ldy = N + pad;
+    Case *c = new_case("matmul_fwd", run_matmul_fwd, "M=%d N=%d K=%d ld+%d%s", M, N, K, pad, acc ? " accumulate" : "");
+    c->i[0] = M, c->i[1] = N, c->i[2] = K, c->i[3] = ldx, c->i[4] = ldy, c->i[5] = acc, c->big = big;
+    fill_normal(add_in(c, "x", K_ACT, M, K, ldx), g, 0, 1);
+    fill_normal(add_in(c, "W", K_ACT, N, K, 0), g, 0, 0.05f);
+    Tensor *y = add_t(c, "y", K_ACT, acc ? R_ACC : R_OUT, M, N, ldy, F32_GEMM, B16_STORE);
+    if (acc) fill_normal(y, g, 0, 1);
+
+    c = new_case("matmul_bwd", run_matmul_bwd, "M=%d N=%d K=%d ld+%d%s", M, N, K, pad, acc ? " accumulate" : "");
+    c->i[0] = M, c->i[1] = N, c->i[2] = K, c->i[3] = ldx, c->i[4] = ldy, c->i[5] = ldx, c->i[6] = acc, c->big = big;
+    fill_normal(add_in(c, "dy", K_ACT, M, N, ldy), g, 0, 1);
+    fill_normal(add_in(c, "x", K_ACT, M, K, ldx), g, 0, 1);
+    fill_normal(add_in(c, "W", K_ACT, N, K, 0), g, 0, 0.05f);
+    Tensor *dx = add_t(c, "dx", K_ACT, acc ? R_ACC : R_OUT, M, K, ldx, F32_GEMM, B16_STORE);
+    if (acc) fill_normal(dx, g, 0, 1);
+    fill_normal(add_t(c, "dW", K_F32, R_ACC, N, K, 0, F32_GEMM, B16_GEMM32), g, 0, 1);
+}
+
+void cases_swiglu(Rng *g, int N, int F, int alias, int big) {
+    Case *c = new_case("swiglu_fwd", run_swiglu_fwd, "N=%d F=%d", N, F);
+    c->i[0] = N, c->i[1] = F, c->big = big;
+    fill_normal(add_in(c, "gu", K_ACT, N, 2 * F, 0), g, 0, 2);
+    add_t(c, "y", K_ACT, R_OUT, N, F, 0, F32_ORDER, B16_STORE);
+
+    c = new_case("swiglu_bwd", run_swiglu_bwd, "N=%d F=%d%s", N, F, alias ? " dgu=gu" : "");
+    c->i[0] = N, c->i[1] = F, c->big = big;
+    fill_normal(add_in(c, "dy", K_ACT, N, F, 0), g, 0, 1);
+    Tensor *gu = add_in(c, "gu", K_ACT, N, 2 * F, 0);
+    fill_normal(gu, g, 0, 2);
+    add_t(c, "dgu", K_ACT, R_OUT, N, 2 * F, 0, F32_ORDER, B16_STORE);
+    if (alias) { // the gradient overwrites gu in place
+        gu->role = R_ACC, gu->t32 = F32_ORDER, gu->t16 = B16_STORE;
+        c->alias[2] = 1;
+    }
+}
+
+void cases_lmhead(Rng *g, int N, int h, int V, int with_grad, int chunk_rows, int big) {
+    Case *c = new_case("lmhead_ce", run_lmhead_ce, "N=%d h=%d V=%d%s%s", N, h, V, with_grad ? " grad" : " loss-only",
+                       chunk_rows ? " chunked" : "");
+    c->i[0] = N, c->i[1] = h, c->i[2] = V, c->i[3] = chunk_rows, c->f[0] = 1.0f / N, c->big = big;
+    fill_normal(add_in(c, "y", K_ACT, N, h, 0), g, 0, 1);
+    fill_normal(add_in(c, "E", K_ACT, V, h, 0), g, 0, 0.3f);
+    Tensor *tg = add_in(c, "targets", K_I32, N, 1, 1);
+    for (int n = 0; n < N; n++) tg->init_i[n] = n % 7 == 3 ? -1 : (int)(rng_u64(g) % V);
+    add_t(c, "losses", K_F32, R_OUT, N, 1, 0, F32_ORDER, B16_CE);
+    Tensor *dy = add_t(c, "dy", K_ACT, R_OUT, N, h, 0, F32_GEMM, B16_CE);
+    Tensor *dE = add_t(c, "dE", K_F32, R_ACC, V, h, 0, F32_GEMM, B16_CE);
+    if (with_grad)
+        fill_normal(dE, g, 0, 0.01f);
+    else
+        dy->is_null = 1, dE->is_null = 1;
+
+    if (with_grad) return;
+    c = new_case("lmhead_logits", run_lmhead_logits, "N=%d h=%d V=%d", N, h, V);
+    c->i[0] = N, c->i[1] = h, c->i[2] = V, c->big = big;
+    fill_normal(add_in(c, "y", K_ACT, N, h, 0), g, 0, 1);
+    fill_normal(add_in(c, "E", K_ACT, V, h, 0), g, 0, 0.3f);
+    add_t(c, "logits", K_F32, R_OUT, N, V, 0, F32_GEMM, B16_GEMM32);
+}
+
+// Rows of logits with the cases greedy decoding and scoring meet: a tie for the maximum (the lowest index
+// must win), -inf entries (masked vocabulary), the maximum at the last index; logprob NULL (decode) or not.
+void cases_logits_stats(Rng *g, int rows, int V, int with_logprob, int big) {
+    Case *c = new_case("logits_stats", run_logits_stats, "rows=%d V=%d%s", rows, V, with_logprob ? "" : " argmax only");
+    c->i[0] = rows, c->i[1] = V, c->big = big;
+    Tensor *l = add_in(c, "logits", K_F32, rows, V, 0);
+    fill_normal(l, g, 0, 3);
+    if (rows > 0) l->init[(size_t)0 * V + 7] = l->init[(size_t)0 * V + V / 2] = 40.0f;  // tie: 7 wins
+    if (rows > 1)
+        for (int v = 0; v < V; v += 3) l->init[(size_t)1 * V + v] = -INFINITY;         // masked entries
+    if (rows > 2) l->init[(size_t)2 * V + V - 1] = 50.0f;                              // last index
+    Tensor *tg = add_in(c, "targets", K_I32, rows, 1, 1);
+    for (int r = 0; r < rows; r++) {
+        int t = (int)(rng_u64(g) % V);
+        if (r == 1) t = t / 3 * 3 + 1; // not a masked entry
+        tg->init_i[r] = r == 2 ? V - 1 : t;
+    }
+    add_t(c, "argmax", K_I32, R_OUT, rows, 1, 1, F32_EXACT, B16_EXACT);
+    Tensor *lp = add_t(c, "logprob", K_F32, R_OUT, rows, 1, 0, F32_ORDER, B16_FP32);
+    if (!with_logprob) lp->is_null = 1;
+}
