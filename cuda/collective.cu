@@ -16,7 +16,7 @@ void cu_register_collectives(Backend *b) {
     b->comm_unique_id = emu_refuse;
     b->comm_init = emu_refuse_init;
     b->comm_allreduce_sum = b->comm_allreduce_sum_async = emu_die_n;
-    b->comm_reduce_scatter_sum = b->comm_allgather = emu_die_offs;
+    b->comm_reduce_scatter_sum = b->comm_allgather = b->comm_reduce_scatter_sum_async = emu_die_offs;
     b->comm_wait = b->comm_free = emu_nop;
 }
 #else
@@ -61,13 +61,17 @@ static void cu_comm_allreduce_sum(float *buf, size_t n) {
 }
 
 // Shards of any size (ncclReduceScatter wants equal ones): one reduce per owner, grouped into one launch.
-static void cu_comm_reduce_scatter_sum(float *buf, const size_t *offs) {
+static void reduce_scatter_on(float *buf, const size_t *offs, cudaStream_t s) {
     nccl_check(ncclGroupStart(), "ncclGroupStart", 0);
     for (int r = 0; r < g_world; r++) {
         size_t n = offs[r + 1] - offs[r];
-        if (n) nccl_check(ncclReduce(buf + offs[r], buf + offs[r], n, ncclFloat32, ncclSum, r, g_comm, g_cu.stream), "ncclReduce", n);
+        if (n) nccl_check(ncclReduce(buf + offs[r], buf + offs[r], n, ncclFloat32, ncclSum, r, g_comm, s), "ncclReduce", n);
     }
     nccl_check(ncclGroupEnd(), "ncclGroupEnd (reduce-scatter)", offs[g_world]);
+}
+
+static void cu_comm_reduce_scatter_sum(float *buf, const size_t *offs) {
+    reduce_scatter_on(buf, offs, g_cu.stream);
     cu_after_launch("ncclReduce (reduce-scatter)");
 }
 
@@ -87,6 +91,13 @@ static void cu_comm_allreduce_sum_async(float *buf, size_t n) {
     CU_CHECK(cudaEventRecord(g_ev_ready, g_cu.stream));
     CU_CHECK(cudaStreamWaitEvent(g_comm_stream, g_ev_ready, 0));
     nccl_check(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g_comm, g_comm_stream), "ncclAllReduce (bucket)", n);
+}
+
+// ZeRO-1's bucket: as above, a reduce-scatter (its shards: offs) beside the backward.
+static void cu_comm_reduce_scatter_sum_async(float *buf, const size_t *offs) {
+    CU_CHECK(cudaEventRecord(g_ev_ready, g_cu.stream));
+    CU_CHECK(cudaStreamWaitEvent(g_comm_stream, g_ev_ready, 0));
+    reduce_scatter_on(buf, offs, g_comm_stream);
 }
 
 static void cu_comm_wait(void) {
@@ -109,6 +120,7 @@ void cu_register_collectives(Backend *b) {
     b->comm_reduce_scatter_sum = cu_comm_reduce_scatter_sum;
     b->comm_allgather = cu_comm_allgather;
     b->comm_allreduce_sum_async = cu_comm_allreduce_sum_async;
+    b->comm_reduce_scatter_sum_async = cu_comm_reduce_scatter_sum_async;
     b->comm_wait = cu_comm_wait;
     b->comm_free = cu_comm_free;
 }

@@ -211,6 +211,7 @@ typedef struct Backend {
     // overlap with the backward: the all-reduce runs on a communication stream once the compute stream has
     // reached this point (an event); comm_wait makes the compute stream wait for all of them.
     void (*comm_allreduce_sum_async)(float *buf, size_t n);
+    void (*comm_reduce_scatter_sum_async)(float *buf, const size_t *offs); // ZeRO-1's buckets, likewise
     void (*comm_wait)(void);
     void (*comm_free)(void);
 } Backend;

@@ -226,16 +226,32 @@ static void state_grow(Model *m, InferState *st, int T) {
     }
 }
 
+// The flat-buffer range of block l's parameters (they are contiguous), for grad_ready and params_needed.
+static void layer_range(const ParamLayout *lay, int l, size_t *off, size_t *n) {
+    *off = 0, *n = 0;
+    for (int i = 0; i < lay->ntensors; i++)
+        if (lay->tensors[i].layer == l) {
+            if (!*n) *off = lay->tensors[i].off;
+            *n += lay->tensors[i].numel;
+        }
+}
+
 // The forward from token ids already in backend memory (no host round trip: a decode graph records it).
 static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, InferState *st) {
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
     int N = B * T;
     if (m->doc_start && T > 1) be->doc_starts(m->doc_start, ids_dev, B, T, m->cfg.eos_token_id);
+    if (m->params_needed) m->params_needed(m, m->lay.embeddings, (size_t)d->V * d->h);
     be->embedding_fwd(m->emb, ids_dev, WA(m, m->lay.embeddings), N, d->h);
     for (int l = 0; l < d->L; l++) {
         BlockActs *b = &m->blk[l];
         const LayerOffsets *w = &m->lay.layer[l];
+        if (m->params_needed) {
+            size_t off, n;
+            layer_range(&m->lay, l, &off, &n);
+            m->params_needed(m, off, n);
+        }
         if (l == 0)
             be->rmsnorm_fwd(b->y_attn, b->rstd_attn, NULL, m->emb, NULL, PF(m, w->attn_norm), N, d->h, d->eps);
         else // s = previous MLP output + previous block's s_mlp
@@ -245,6 +261,7 @@ static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, Infer
         be->rmsnorm_fwd(b->y_mlp, b->rstd_mlp, b->s_mlp, m->out, b->s_attn, PF(m, w->mlp_norm), N, d->h, d->eps);
         mlp_fwd(m, l, N);
     }
+    if (m->params_needed) m->params_needed(m, m->lay.norm, (size_t)d->h);
     be->rmsnorm_fwd(m->y_final, m->rstd_final, m->s_final, m->out, m->blk[d->L - 1].s_mlp, PF(m, m->lay.norm), N,
                     d->h, d->eps);
 }
@@ -365,16 +382,6 @@ static void mlp_bwd(Model *m, int l, int N, const void *dout) {
     be->swiglu_bwd(m->dGU, m->dH, b->GU, N, d->F);
     be->matmul_bwd(m->dy, d->h, GF(m, w->gate_proj), m->dGU, 2 * d->F, b->y_mlp, d->h, WA(m, w->gate_proj), N,
                    2 * d->F, d->h, 0);
-}
-
-// The flat-buffer range of block l's parameters (they are contiguous), for grad_ready.
-static void layer_range(const ParamLayout *lay, int l, size_t *off, size_t *n) {
-    *off = 0, *n = 0;
-    for (int i = 0; i < lay->ntensors; i++)
-        if (lay->tensors[i].layer == l) {
-            if (!*n) *off = lay->tensors[i].off;
-            *n += lay->tensors[i].numel;
-        }
 }
 
 void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, int T, float loss_scale, int slot) {

@@ -69,6 +69,10 @@ typedef struct Model {
     // micro-batch (each block, the final norm, the tied embedding last); NULL: nobody listens
     void (*grad_ready)(struct Model *m, size_t first_param_offset, size_t count);
     void *grad_ready_ctx;
+    // issue 19: called by the forward before it first reads parameters [first_param_offset, +count) (the
+    // embedding, each block, the final norm): ZeRO-1's all-gather overlapped with the forward waits here
+    void (*params_needed)(struct Model *m, size_t first_param_offset, size_t count);
+    void *params_needed_ctx;
 } Model;
 
 // Recurrent inference state of B sequences: per block its kind's decode state (GDN: the conv windows and
