@@ -149,7 +149,8 @@ void model_free(Model *m) {
     free_acts(m);
     const Backend *be = m->be;
     if (m->wact != (void *)m->params) be->free(m->wact);
-    be->free(m->params);
+    if (m->params) be->free(m->params);
+    model_free_small(m);
     if (m->grads) { be->free(m->grads); be->free(m->adam_m); be->free(m->adam_v); }
     be->free(m->scalars);
     if (m->logits_buf) be->free(m->logits_buf);
@@ -158,11 +159,19 @@ void model_free(Model *m) {
     free(m);
 }
 
+static void need_masters(const Model *m, const char *what) {
+    if (!m->params) die("%s: the fp32 masters are sharded (ZeRO-1; train/zero.c has them)", what);
+}
+
 void model_set_params(Model *m, const float *host) {
+    need_masters(m, "model_set_params");
     m->be->memcpy_h2d(m->params, host, m->lay.total * sizeof(float));
     if (m->wact != (void *)m->params) m->be->to_act(m->wact, m->params, m->lay.total);
 }
-void model_get_params(Model *m, float *host) { m->be->memcpy_d2h(host, m->params, m->lay.total * sizeof(float)); }
+void model_get_params(Model *m, float *host) {
+    need_masters(m, "model_get_params");
+    m->be->memcpy_d2h(host, m->params, m->lay.total * sizeof(float));
+}
 void model_set_optim(Model *m, const float *hm, const float *hv) {
     m->be->memcpy_h2d(m->adam_m, hm, m->lay.total * sizeof(float));
     m->be->memcpy_h2d(m->adam_v, hv, m->lay.total * sizeof(float));
@@ -438,6 +447,7 @@ double model_grad_norm(Model *m) {
 
 void model_adamw(Model *m, float lr, int step, float gscale) {
     const Config *c = &m->cfg;
+    need_masters(m, "model_adamw");
     // AdamW is elementwise: one call per run of adjacent tensors with the same weight decay (the layout is
     // contiguous), ~6 per layer instead of one per tensor
     for (int i = 0; i < m->lay.ntensors;) {

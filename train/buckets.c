@@ -12,7 +12,8 @@ enum { JOB_REDUCE, JOB_GATHER };
 // One bucket's collective, on whichever thread runs it (only one thread talks to the other ranks at a time).
 static void run_job(Buckets *bk, int i, int kind) {
     Bucket *b = &bk->b[i];
-    if (kind == JOB_GATHER) dist_allgather(bk->d, bk->m->params, b->offs);
+    if (kind == JOB_GATHER && bk->m->params) dist_allgather(bk->d, bk->m->params, b->offs);
+    else if (kind == JOB_GATHER) dist_allgather_bytes(bk->d, bk->m->wact, b->offs, (size_t)bk->m->be->act_bytes); // masters sharded
     else if (b->offs) dist_reduce_scatter_sum(bk->d, bk->m->grads, b->offs);
     else dist_allreduce_sum(bk->d, bk->m->grads + b->lo, b->hi - b->lo);
 }

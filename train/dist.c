@@ -257,6 +257,16 @@ void dist_allgather(Dist *d, float *buf, const size_t *offs) {
     }
 }
 
+void dist_allgather_bytes(Dist *d, void *buf, const size_t *offs, size_t elem_bytes) {
+    if (d->world <= 1) return;
+    char *b = buf;
+    if (d->nccl) d->be->comm_allgather_bytes(buf, offs, elem_bytes);
+    else if (d->gloo) {
+        for (int r = 0; r < d->world; r++)
+            if (offs[r + 1] > offs[r]) GLOO("the parameter all-gather", gloo_broadcast(d->gloo, b + offs[r] * elem_bytes, (offs[r + 1] - offs[r]) * elem_bytes, r, ERRS));
+    } else die("dist_allgather_bytes: not through shared memory (its all-gather adds fp32 zeros)");
+}
+
 void dist_allreduce_host(Dist *d, double *x, int n) {
     if (d->world <= 1) return;
     if (n > HOST_SCALARS) die("dist_allreduce_host: %d values (at most %d)", n, HOST_SCALARS);

@@ -239,7 +239,8 @@ int cmd_train(int argc, char **argv) {
         if (save_now && zero1) buckets_gather_wait(&bk); // the whole weights, and nobody else talking
         if (save_now && !lead && W > 1) { // the replicas must still be identical: rank 0 writes for all
             double t_save0 = now_sec();
-            model_get_params(m, host);
+            if (zero1) zero_get_params(&zero, m, &dist, host); // sharded masters: gathered
+            else model_get_params(m, host);
             dist_check_same(&dist, hash_bytes(host, P * sizeof(float)), "the weights");
             if (zero1) { // the shards of the moments go to every rank (rank 0 writes them)
                 float *hm = xmalloc(P * sizeof(float)), *hv = xmalloc(P * sizeof(float));
@@ -251,7 +252,8 @@ int cmd_train(int argc, char **argv) {
         if (save_now && lead) {
             double t_save0 = now_sec(); // checkpoint time is not step time
             float *hm = xmalloc(P * sizeof(float)), *hv = xmalloc(P * sizeof(float));
-            model_get_params(m, host);
+            if (zero1) zero_get_params(&zero, m, &dist, host); // sharded masters: gathered
+            else model_get_params(m, host);
             dist_check_same(&dist, hash_bytes(host, P * sizeof(float)), "the weights");
             if (zero1) zero_get_optim(&zero, m, &dist, hm, hv); // whole, in model order: any world size resumes
             else model_get_optim(m, hm, hv);

@@ -32,6 +32,31 @@ void zero_init(Zero *z, Model *m, Buckets *bk, const Dist *d) {
     be->free(m->adam_m);
     be->free(m->adam_v);
     m->adam_m = m->adam_v = NULL; // the model's own optimizer calls are not used under ZeRO-1
+    // bf16 backends: the fp32 masters sharded too (the forward reads the act copy and a few fp32 tensors);
+    // fp32 backends: the masters are what the forward reads, whole on every rank
+    z->master = NULL;
+    if (m->wact != (void *)m->params) {
+        z->master = be->alloc((z->n ? z->n : 1) * sizeof(float));
+        for (int i = 0; i < z->npieces; i++)
+            be->memcpy_d2d(z->master + z->at[i], m->params + z->lo[i], (z->hi[i] - z->lo[i]) * sizeof(float));
+        model_drop_masters(m);
+    }
+}
+
+// Sharded masters: the kept fp32 tensors (model->small) from their owners' updated masters. Every element
+// has one owner, the others add zeros: the sum is the owner's value, exact.
+static void refresh_small(Zero *z, Model *m, Dist *d) {
+    const Backend *be = m->be;
+    be->memset0(m->small, m->nsmall_elems * sizeof(float));
+    for (int k = 0; k < m->nsmall; k++)
+        for (int i = 0; i < z->npieces; i++) {
+            size_t a = m->small_lo[k] > z->lo[i] ? m->small_lo[k] : z->lo[i];
+            size_t b = m->small_hi[k] < z->hi[i] ? m->small_hi[k] : z->hi[i];
+            if (a < b)
+                be->memcpy_d2d(m->small + m->small_at[k] + (a - m->small_lo[k]), z->master + z->at[i] + (a - z->lo[i]),
+                               (b - a) * sizeof(float));
+        }
+    dist_allreduce_sum(d, m->small, m->nsmall_elems);
 }
 
 double zero_grad_norm(Zero *z, Model *m, Dist *d) {
@@ -50,7 +75,7 @@ double zero_grad_norm(Zero *z, Model *m, Dist *d) {
 void zero_step(Zero *z, Model *m, Dist *d, float lr, int step, float gscale) {
     const Config *c = &m->cfg;
     const Backend *be = m->be;
-    int bf = m->wact != (void *)m->params;
+    int bf = z->master != NULL;
     for (int k = 0; k < z->npieces; k++) {
         // runs of adjacent tensors with the same weight decay (as model_adamw), cut to this piece
         for (int i = 0; i < m->lay.ntensors;) {
@@ -64,16 +89,26 @@ void zero_step(Zero *z, Model *m, Dist *d, float lr, int step, float gscale) {
             if (b > z->hi[k]) b = z->hi[k];
             if (a >= b) continue;
             size_t s = z->at[k] + (a - z->lo[k]);
-            void *pa = bf ? (char *)m->wact + a * (size_t)be->act_bytes : NULL;
-            be->adamw(m->params + a, pa, m->grads + a, z->m + s, z->v + s, b - a, lr, c->adam_beta1, c->adam_beta2,
+            void *pa = bf ? (char *)m->wact + a * (size_t)be->act_bytes : NULL; // the owner rounds its shard
+            be->adamw(bf ? z->master + s : m->params + a, pa, m->grads + a, z->m + s, z->v + s, b - a, lr, c->adam_beta1, c->adam_beta2,
                       c->adam_eps, t->decay ? c->weight_decay : 0.0f, step, gscale);
         }
     }
-    buckets_gather(z->bk);
-    if (bf) { // the gathered shards' compute copy (same rounding); device backends gather on their stream
-        buckets_gather_wait(z->bk);
-        be->to_act(m->wact, m->params, m->lay.total);
+    if (bf) refresh_small(z, m, d);
+    buckets_gather(z->bk); // sharded masters: the act copy's shards, as rounded by their owners
+}
+
+void zero_get_params(Zero *z, Model *m, Dist *d, float *host) {
+    if (!z->master) {
+        model_get_params(m, host);
+        return;
     }
+    const Backend *be = m->be;
+    for (int i = 0; i < z->npieces; i++)
+        be->memcpy_d2d(m->grads + z->lo[i], z->master + z->at[i], (z->hi[i] - z->lo[i]) * sizeof(float));
+    for (int i = 0; i < z->bk->n; i++) dist_allgather(d, m->grads, z->bk->b[i].offs);
+    be->memcpy_d2h(host, m->grads, m->lay.total * sizeof(float));
+    be->memset0(m->grads, m->lay.total * sizeof(float)); // scratch no more
 }
 
 void zero_get_optim(Zero *z, Model *m, Dist *d, float *hm, float *hv) {
@@ -89,6 +124,7 @@ void zero_get_optim(Zero *z, Model *m, Dist *d, float *hm, float *hv) {
 }
 
 void zero_free(Zero *z, Model *m) {
+    if (z->master) m->be->free(z->master);
     m->be->free(z->m);
     m->be->free(z->v);
     free(z->lo);

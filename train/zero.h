@@ -2,11 +2,12 @@
 // of all the parameters unless ddp_bucket_size or overlap_grad_reduce cut them) is split into one
 // contiguous shard per rank, as Megatron's distributed optimizer splits each bucket; the gradients are
 // reduce-scattered per bucket, each rank runs AdamW on its shards with its shards of the moments, and the
-// updated weights are all-gathered per bucket. Optimizer state per rank: the moments of the shards (8 of
-// the 16 bytes per fp32 parameter, divided by the world size). The fp32 master weights: on fp32 backends
-// they are the weights the forward reads (every rank needs them whole, refreshed by the all-gather); see
-// notes/training.md for the bf16 case. Checkpoints hold the whole state in model order, so any world size,
-// with or without ZeRO-1, resumes from them.
+// updated weights are all-gathered per bucket. Optimizer state per rank, for its shards only: the fp32
+// masters and the AdamW moments on bf16 backends (12 bytes per parameter / world size; the forward reads the
+// bf16 copy, all-gathered as the owners rounded it, and the few fp32 tensors of model/fp32_params.c); on
+// fp32 backends the masters are the weights the forward reads, whole on every rank (refreshed by the
+// all-gather), so only the moments are sharded (8 bytes / world size). Checkpoints hold the whole state in
+// model order (gathered at save), so any world size, with or without ZeRO-1, resumes from them.
 #pragma once
 #include <stddef.h>
 
@@ -21,6 +22,7 @@ typedef struct {
     size_t *at;         // [npieces] where each starts in the moments below
     size_t n;           // elements owned
     float *m, *v;       // AdamW moments of the owned elements (backend memory), the pieces back to back
+    float *master;      // bf16 backends: the fp32 masters of the owned elements, likewise (NULL on fp32 ones)
 } Zero;
 
 // Shards each bucket of bk (64-aligned starts), takes this rank's share of the model's moments (set from a
@@ -32,6 +34,9 @@ double zero_grad_norm(Zero *z, Model *m, Dist *d);
 // AdamW on the owned elements, then the all-gather of the weights (buckets_gather: maybe still in flight
 // on return, the next forward waits for it).
 void zero_step(Zero *z, Model *m, Dist *d, float lr, int step, float gscale);
+// The whole fp32 weights into host [P] on every rank (a collective when the masters are sharded; then it
+// uses the gradient buffer as scratch; no all-gather may be in flight).
+void zero_get_params(Zero *z, Model *m, Dist *d, float *host);
 // The whole moments into host hm, hv [P] on every rank (a collective; uses the gradient buffer as scratch;
 // no all-gather may be in flight: buckets_gather_wait first).
 void zero_get_optim(Zero *z, Model *m, Dist *d, float *hm, float *hv);
