@@ -108,6 +108,10 @@ grep -q "rank 1 died or hung (no answer within 6 s, distributed_timeout_minutes)
 test "$took" -le 20 || { echo "FAIL: the ranks took $took s to stop (timeout 6 s)"; exit 1; }
 ! kill -0 "${kids[1]}" 2> /dev/null || { echo "FAIL: the stopped rank is still there"; kill -KILL "${kids[1]}"; exit 1; }
 echo "a hung rank stopped the others in $took s (timeout 6 s), named"
+if ./gdn train "${common[@]}" --overlap_param_gather --save "" > "$tmp/opg.log" 2>&1; then
+    echo "FAIL: overlap_param_gather without ZeRO-1 accepted"; exit 1
+fi
+grep -q "overlap_param_gather needs use_distributed_optimizer" "$tmp/opg.log"
 # a rank that fails (here: a target id outside the vocabulary, found by every rank) stops the run non-zero
 if ./gdn train "${common[@]}" --vocab_size 400 --nproc_per_node 2 --save "" > "$tmp/bad.log" 2>&1; then
     echo "FAIL: a failing data-parallel run exited 0"; cat "$tmp/bad.log"; exit 1

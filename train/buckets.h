@@ -46,7 +46,8 @@ void buckets_init(Buckets *bk, Model *m, Dist *d, long bucket_size, int overlap,
 void buckets_arm(Buckets *bk);
 // After the backward: issues what is left, in order, and waits for every bucket.
 void buckets_finish(Buckets *bk);
-// ZeRO-1 after the optimizer step: every bucket's shards of m->params to every rank, in forward order;
+// ZeRO-1 after the optimizer step: every bucket's shards of m->params (of the act copy m->wact when the
+// masters are sharded: model_drop_masters) to every rank, in forward order;
 // with overlap_param it returns at once and the next forward (the model's params_needed) waits per bucket.
 void buckets_gather(Buckets *bk);
 // Waits for every pending all-gather (before anything else reads the weights or talks to the other ranks).
