@@ -2,6 +2,7 @@
 #include "zero.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../util/common.h"
@@ -40,6 +41,13 @@ void zero_init(Zero *z, Model *m, Buckets *bk, const Dist *d) {
         for (int i = 0; i < z->npieces; i++)
             be->memcpy_d2d(z->master + z->at[i], m->params + z->lo[i], (z->hi[i] - z->lo[i]) * sizeof(float));
         model_drop_masters(m);
+    }
+    if (d->rank == 0) { // what sharding saves: the whole state would be masters (bf16 backends) + moments of all P
+        size_t P = m->lay.total, per = z->master ? 12 : 8;
+        printf("gdn train: ZeRO-1 optimizer state on rank 0: %.2f MiB (%s AdamW moments of %zu of %zu parameters; "
+               "unsharded %.2f MiB)\n", (double)z->n * per / 1048576.0, z->master ? "fp32 masters and" : "the",
+               z->n, P, (double)P * per / 1048576.0);
+        fflush(stdout);
     }
 }
 
