@@ -10,13 +10,15 @@ static int emu_refuse(void *, char *err, size_t errlen) { return set_err(err, er
 static int emu_refuse_init(const void *, int, int, char *err, size_t errlen) { return set_err(err, errlen, "NCCL is not emulated"); }
 static void emu_die_n(float *, size_t) { die("NCCL is not emulated"); }
 static void emu_die_offs(float *, const size_t *) { die("NCCL is not emulated"); }
+static void emu_die_bytes(void *, const size_t *, size_t) { die("NCCL is not emulated"); }
 static void emu_nop(void) {}
 void cu_register_collectives(Backend *b) {
     b->comm_id_size = emu_id_size;
     b->comm_unique_id = emu_refuse;
     b->comm_init = emu_refuse_init;
     b->comm_allreduce_sum = b->comm_allreduce_sum_async = emu_die_n;
-    b->comm_reduce_scatter_sum = b->comm_allgather = emu_die_offs;
+    b->comm_reduce_scatter_sum = b->comm_allgather = b->comm_reduce_scatter_sum_async = emu_die_offs;
+    b->comm_allgather_bytes = emu_die_bytes;
     b->comm_wait = b->comm_free = emu_nop;
 }
 #else
@@ -61,13 +63,17 @@ static void cu_comm_allreduce_sum(float *buf, size_t n) {
 }
 
 // Shards of any size (ncclReduceScatter wants equal ones): one reduce per owner, grouped into one launch.
-static void cu_comm_reduce_scatter_sum(float *buf, const size_t *offs) {
+static void reduce_scatter_on(float *buf, const size_t *offs, cudaStream_t s) {
     nccl_check(ncclGroupStart(), "ncclGroupStart", 0);
     for (int r = 0; r < g_world; r++) {
         size_t n = offs[r + 1] - offs[r];
-        if (n) nccl_check(ncclReduce(buf + offs[r], buf + offs[r], n, ncclFloat32, ncclSum, r, g_comm, g_cu.stream), "ncclReduce", n);
+        if (n) nccl_check(ncclReduce(buf + offs[r], buf + offs[r], n, ncclFloat32, ncclSum, r, g_comm, s), "ncclReduce", n);
     }
     nccl_check(ncclGroupEnd(), "ncclGroupEnd (reduce-scatter)", offs[g_world]);
+}
+
+static void cu_comm_reduce_scatter_sum(float *buf, const size_t *offs) {
+    reduce_scatter_on(buf, offs, g_cu.stream);
     cu_after_launch("ncclReduce (reduce-scatter)");
 }
 
@@ -81,12 +87,30 @@ static void cu_comm_allgather(float *buf, const size_t *offs) {
     cu_after_launch("ncclBroadcast (all-gather)");
 }
 
+static void cu_comm_allgather_bytes(void *buf, const size_t *offs, size_t elem_bytes) {
+    char *b = (char *)buf;
+    nccl_check(ncclGroupStart(), "ncclGroupStart", 0);
+    for (int r = 0; r < g_world; r++) {
+        size_t n = (offs[r + 1] - offs[r]) * elem_bytes;
+        if (n) nccl_check(ncclBroadcast(b + offs[r] * elem_bytes, b + offs[r] * elem_bytes, n, ncclUint8, r, g_comm, g_cu.stream), "ncclBroadcast", n);
+    }
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd (all-gather)", offs[g_world]);
+    cu_after_launch("ncclBroadcast (all-gather of act weights)");
+}
+
 // The gradients of buf are final once the compute stream reaches here; the reduce then runs beside it.
 static void cu_comm_allreduce_sum_async(float *buf, size_t n) {
     if (!n) return;
     CU_CHECK(cudaEventRecord(g_ev_ready, g_cu.stream));
     CU_CHECK(cudaStreamWaitEvent(g_comm_stream, g_ev_ready, 0));
     nccl_check(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, g_comm, g_comm_stream), "ncclAllReduce (bucket)", n);
+}
+
+// ZeRO-1's bucket: as above, a reduce-scatter (its shards: offs) beside the backward.
+static void cu_comm_reduce_scatter_sum_async(float *buf, const size_t *offs) {
+    CU_CHECK(cudaEventRecord(g_ev_ready, g_cu.stream));
+    CU_CHECK(cudaStreamWaitEvent(g_comm_stream, g_ev_ready, 0));
+    reduce_scatter_on(buf, offs, g_comm_stream);
 }
 
 static void cu_comm_wait(void) {
@@ -108,7 +132,9 @@ void cu_register_collectives(Backend *b) {
     b->comm_allreduce_sum = cu_comm_allreduce_sum;
     b->comm_reduce_scatter_sum = cu_comm_reduce_scatter_sum;
     b->comm_allgather = cu_comm_allgather;
+    b->comm_allgather_bytes = cu_comm_allgather_bytes;
     b->comm_allreduce_sum_async = cu_comm_allreduce_sum_async;
+    b->comm_reduce_scatter_sum_async = cu_comm_reduce_scatter_sum_async;
     b->comm_wait = cu_comm_wait;
     b->comm_free = cu_comm_free;
 }

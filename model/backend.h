@@ -208,9 +208,12 @@ typedef struct Backend {
     // undefined); all-gather copies every owned range to every rank. offs: host [world+1].
     void (*comm_reduce_scatter_sum)(float *buf, const size_t *offs);
     void (*comm_allgather)(float *buf, const size_t *offs);
+    // the same in elements of elem_bytes each (ZeRO-1 on bf16: the act copy of the weights)
+    void (*comm_allgather_bytes)(void *buf, const size_t *offs, size_t elem_bytes);
     // overlap with the backward: the all-reduce runs on a communication stream once the compute stream has
     // reached this point (an event); comm_wait makes the compute stream wait for all of them.
     void (*comm_allreduce_sum_async)(float *buf, size_t n);
+    void (*comm_reduce_scatter_sum_async)(float *buf, const size_t *offs); // ZeRO-1's buckets, likewise
     void (*comm_wait)(void);
     void (*comm_free)(void);
 } Backend;

@@ -384,8 +384,8 @@ int config_validate(const Config *c, char *err, size_t errlen) {
     if (!(c->distributed_timeout_minutes > 0))
         return set_err(err, errlen, "distributed_timeout_minutes must be > 0 (got %g)", c->distributed_timeout_minutes);
     if (c->ddp_bucket_size < 0) return set_err(err, errlen, "ddp_bucket_size must be >= 0 (got %d)", c->ddp_bucket_size);
-    if (c->overlap_grad_reduce && c->use_distributed_optimizer)
-        return set_err(err, errlen, "overlap_grad_reduce with use_distributed_optimizer is not implemented (ZeRO-1 reduce-scatters after the backward)");
+    if (c->overlap_param_gather && !c->use_distributed_optimizer)
+        return set_err(err, errlen, "overlap_param_gather needs use_distributed_optimizer (only ZeRO-1 all-gathers the weights)");
     if (c->global_batch_size % ((long)c->micro_batch_size * c->nproc_per_node))
         return set_err(err, errlen, "global_batch_size (%d) must be a multiple of micro_batch_size (%d) x nproc_per_node (%d)",
                        c->global_batch_size, c->micro_batch_size, c->nproc_per_node);

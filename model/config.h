@@ -84,7 +84,8 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(use_distributed_optimizer, CK_BOOL, use_distributed_optimizer, "false", "ZeRO-1: reduce-scatter the grads, shard the AdamW state, all-gather the weights") \
     X(distributed_timeout_minutes, CK_FLOAT, distributed_timeout_minutes, "10", "a rank silent this long (dead or hung) stops every rank") \
     X(ddp_bucket_size, CK_INT, ddp_bucket_size, "0", "gradient all-reduce in buckets of >= this many elements (0: one, or 40M with overlap)") \
-    X(overlap_grad_reduce, CK_BOOL, overlap_grad_reduce, "false", "start each bucket's all-reduce during the backward, once its gradients are final") \
+    X(overlap_grad_reduce, CK_BOOL, overlap_grad_reduce, "false", "start each bucket's all-reduce (ZeRO-1: reduce-scatter) during the backward, once its gradients are final") \
+    X(overlap_param_gather, CK_BOOL, overlap_param_gather, "false", "ZeRO-1: all-gather the updated weights per bucket during the next forward (it waits for a bucket before its first layer)") \
     /* packed documents (issue 14) */                                                                      \
     X(reset_state_at_eod, CK_BOOL, reset_state_at_eod, "false", "a token after eos_token_id starts a document: zero delta-rule state and conv history") \
     X(eod_mask_loss, CK_BOOL, eod_mask_loss, "false", "Megatron: no loss where the input is eos_token_id")
@@ -118,7 +119,7 @@ typedef struct {
     char tensorboard_dir[512], report_dir[512]; // run monitoring
     int use_distributed_optimizer; // issue 19
     float distributed_timeout_minutes;
-    int ddp_bucket_size, overlap_grad_reduce;
+    int ddp_bucket_size, overlap_grad_reduce, overlap_param_gather;
     int reset_state_at_eod, eod_mask_loss; // packed documents (issue 14)
 } Config;
 

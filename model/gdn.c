@@ -149,7 +149,8 @@ void model_free(Model *m) {
     free_acts(m);
     const Backend *be = m->be;
     if (m->wact != (void *)m->params) be->free(m->wact);
-    be->free(m->params);
+    if (m->params) be->free(m->params);
+    model_free_small(m);
     if (m->grads) { be->free(m->grads); be->free(m->adam_m); be->free(m->adam_v); }
     be->free(m->scalars);
     if (m->logits_buf) be->free(m->logits_buf);
@@ -158,11 +159,19 @@ void model_free(Model *m) {
     free(m);
 }
 
+static void need_masters(const Model *m, const char *what) {
+    if (!m->params) die("%s: the fp32 masters are sharded (ZeRO-1; train/zero.c has them)", what);
+}
+
 void model_set_params(Model *m, const float *host) {
+    need_masters(m, "model_set_params");
     m->be->memcpy_h2d(m->params, host, m->lay.total * sizeof(float));
     if (m->wact != (void *)m->params) m->be->to_act(m->wact, m->params, m->lay.total);
 }
-void model_get_params(Model *m, float *host) { m->be->memcpy_d2h(host, m->params, m->lay.total * sizeof(float)); }
+void model_get_params(Model *m, float *host) {
+    need_masters(m, "model_get_params");
+    m->be->memcpy_d2h(host, m->params, m->lay.total * sizeof(float));
+}
 void model_set_optim(Model *m, const float *hm, const float *hv) {
     m->be->memcpy_h2d(m->adam_m, hm, m->lay.total * sizeof(float));
     m->be->memcpy_h2d(m->adam_v, hv, m->lay.total * sizeof(float));
@@ -226,16 +235,32 @@ static void state_grow(Model *m, InferState *st, int T) {
     }
 }
 
+// The flat-buffer range of block l's parameters (they are contiguous), for grad_ready and params_needed.
+static void layer_range(const ParamLayout *lay, int l, size_t *off, size_t *n) {
+    *off = 0, *n = 0;
+    for (int i = 0; i < lay->ntensors; i++)
+        if (lay->tensors[i].layer == l) {
+            if (!*n) *off = lay->tensors[i].off;
+            *n += lay->tensors[i].numel;
+        }
+}
+
 // The forward from token ids already in backend memory (no host round trip: a decode graph records it).
 static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, InferState *st) {
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
     int N = B * T;
     if (m->doc_start && T > 1) be->doc_starts(m->doc_start, ids_dev, B, T, m->cfg.eos_token_id);
+    if (m->params_needed) m->params_needed(m, m->lay.embeddings, (size_t)d->V * d->h);
     be->embedding_fwd(m->emb, ids_dev, WA(m, m->lay.embeddings), N, d->h);
     for (int l = 0; l < d->L; l++) {
         BlockActs *b = &m->blk[l];
         const LayerOffsets *w = &m->lay.layer[l];
+        if (m->params_needed) {
+            size_t off, n;
+            layer_range(&m->lay, l, &off, &n);
+            m->params_needed(m, off, n);
+        }
         if (l == 0)
             be->rmsnorm_fwd(b->y_attn, b->rstd_attn, NULL, m->emb, NULL, PF(m, w->attn_norm), N, d->h, d->eps);
         else // s = previous MLP output + previous block's s_mlp
@@ -245,6 +270,7 @@ static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, Infer
         be->rmsnorm_fwd(b->y_mlp, b->rstd_mlp, b->s_mlp, m->out, b->s_attn, PF(m, w->mlp_norm), N, d->h, d->eps);
         mlp_fwd(m, l, N);
     }
+    if (m->params_needed) m->params_needed(m, m->lay.norm, (size_t)d->h);
     be->rmsnorm_fwd(m->y_final, m->rstd_final, m->s_final, m->out, m->blk[d->L - 1].s_mlp, PF(m, m->lay.norm), N,
                     d->h, d->eps);
 }
@@ -367,16 +393,6 @@ static void mlp_bwd(Model *m, int l, int N, const void *dout) {
                    2 * d->F, d->h, 0);
 }
 
-// The flat-buffer range of block l's parameters (they are contiguous), for grad_ready.
-static void layer_range(const ParamLayout *lay, int l, size_t *off, size_t *n) {
-    *off = 0, *n = 0;
-    for (int i = 0; i < lay->ntensors; i++)
-        if (lay->tensors[i].layer == l) {
-            if (!*n) *off = lay->tensors[i].off;
-            *n += lay->tensors[i].numel;
-        }
-}
-
 void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, int T, float loss_scale, int slot) {
     if (!m->training) die("model_fwd_bwd on a model created for inference");
     if (slot < 0 || slot >= 32) die("loss slot %d out of range", slot);
@@ -431,6 +447,7 @@ double model_grad_norm(Model *m) {
 
 void model_adamw(Model *m, float lr, int step, float gscale) {
     const Config *c = &m->cfg;
+    need_masters(m, "model_adamw");
     // AdamW is elementwise: one call per run of adjacent tensors with the same weight decay (the layout is
     // contiguous), ~6 per layer instead of one per tensor
     for (int i = 0; i < m->lay.ntensors;) {

@@ -69,6 +69,16 @@ typedef struct Model {
     // micro-batch (each block, the final norm, the tied embedding last); NULL: nobody listens
     void (*grad_ready)(struct Model *m, size_t first_param_offset, size_t count);
     void *grad_ready_ctx;
+    // issue 19: called by the forward before it first reads parameters [first_param_offset, +count) (the
+    // embedding, each block, the final norm): ZeRO-1's all-gather overlapped with the forward waits here
+    void (*params_needed)(struct Model *m, size_t first_param_offset, size_t count);
+    void *params_needed_ctx;
+    // ZeRO-1 on a bf16 backend (model_drop_masters): params is NULL, the masters live sharded in train/zero.c,
+    // and the tensors the forward reads in fp32 stay whole here: runs [small_lo, small_hi) of the flat
+    // vector, each at small_at in small
+    float *small;
+    int nsmall;
+    size_t *small_lo, *small_hi, *small_at, nsmall_elems;
 } Model;
 
 // Recurrent inference state of B sequences: per block its kind's decode state (GDN: the conv windows and
@@ -94,6 +104,12 @@ void model_set_optim(Model *m, const float *host_m, const float *host_v);
 void model_get_optim(Model *m, float *host_m, float *host_v);
 void model_get_grads(Model *m, float *host);
 void model_zero_grads(Model *m);
+// ZeRO-1 on a bf16 backend: frees the whole fp32 master (params = NULL) and keeps only the fp32 tensors the
+// forward reads (model/fp32_params.c; the act copy holds the GEMM weights). No-op when already dropped;
+// dies on fp32 backends (their forward reads the masters). model_get/set_params, model_adamw refuse after it.
+void model_drop_masters(Model *m);
+float *model_small_param(const Model *m, size_t off); // the fp32 copy of parameter `off` after it
+void model_free_small(Model *m);
 
 // Forward to the final normed hidden state (kept in m->y_final). ids: host [B*T].
 void model_forward(Model *m, const int32_t *ids, int B, int T);

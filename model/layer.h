@@ -8,7 +8,8 @@
 static inline void *A(const Model *m, const void *p, size_t elems) {
     return (char *)p + elems * (size_t)m->be->act_bytes;
 }
-static inline float *PF(const Model *m, size_t off) { return m->params + off; } // fp32 master parameter
+// an fp32 parameter: the master, or its kept copy when ZeRO-1 shards the masters (model_drop_masters)
+static inline float *PF(const Model *m, size_t off) { return m->params ? m->params + off : model_small_param(m, off); }
 static inline float *GF(const Model *m, size_t off) { return m->grads + off; }  // its gradient
 static inline void *WA(const Model *m, size_t off) { return A(m, m->wact, off); } // its GEMM compute copy
 

@@ -2,8 +2,9 @@
 # Data-parallel training on CPU ranks (shared-memory all-reduce; the NCCL path is checked on GPUs by
 # scripts/gpu_check.sh): 2 ranks x 1 micro-batch and 4 ranks x 1 give the same losses as 1 rank x 4
 # micro-batches of the same global batch (same samples; only the fp32 order of the gradient sums differs),
-# the replicas stay identical (checked by the trainer at every save), rank 0 alone logs and saves, and a
-# failing rank stops the others with its status.
+# the replicas stay identical (checked by the trainer at every save), rank 0 alone logs and saves, ZeRO-1
+# (plain, bucketed, overlapped) gives plain DDP's bits, a failing rank stops the others with its status,
+# and a hung one makes them stop within distributed_timeout_minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -53,6 +54,64 @@ for f in ('model.safetensors', 'optimizer.safetensors'):
     assert not diff, (f, diff[:5])
 print('2 ranks: 5 + resume + 5 steps == 10 straight (weights and AdamW state bit for bit)')
 PY
+# ZeRO-1 (use_distributed_optimizer) through shared memory, where every sum runs in rank order as plain
+# DDP's does: 4 ranks give plain DDP's losses and checkpoints bit for bit (only the grad norm is summed in
+# another order: the clip is inactive here, all norms < clip_grad 1.0, asserted); in buckets (3, each
+# sharded across the ranks), the reduce-scatter during the backward and the all-gather during the next
+# forward (overlap_grad_reduce, overlap_param_gather) give the non-overlapped bucketed run's bits.
+z=(--nproc_per_node 4 --micro_batch_size 1 --use_distributed_optimizer)
+./gdn train "${common[@]}" "${z[@]}" --save "$tmp/z4" > "$tmp/z4.log"
+./gdn train "${common[@]}" "${z[@]}" --ddp_bucket_size 20000 --save "$tmp/zb" > "$tmp/zb.log"
+./gdn train "${common[@]}" "${z[@]}" --ddp_bucket_size 20000 --overlap_grad_reduce --overlap_param_gather \
+    --save "$tmp/zo" > "$tmp/zo.log"
+grep -q "x 4 data-parallel ranks (shared memory, ZeRO-1)" "$tmp/z4.log"
+grep -q "ZeRO-1 over 3 buckets, each sharded across the ranks: gradients reduce-scattered during the backward, parameters all-gathered during the next forward" "$tmp/zo.log"
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, sys
+sys.path.insert(0, 'tests/ref')
+from st import tensors_raw
+tmp = sys.argv[1]
+def run(name):
+    return {r['iteration']: r for r in map(json.loads, open(f'{tmp}/{name}/metrics.jsonl')) if 'lm_loss' in r}
+def same_ckpt(a, b):
+    for f in ('model.safetensors', 'optimizer.safetensors'):
+        x, y = tensors_raw(f'{tmp}/{a}/iter_0000010/{f}'), tensors_raw(f'{tmp}/{b}/iter_0000010/{f}')
+        assert x and x.keys() == y.keys(), (a, b, f)
+        diff = [k for k in x if x[k] != y[k]]
+        assert not diff, (a, b, f, diff[:5])
+w4, z4, zb, zo = run('w4'), run('z4'), run('zb'), run('zo')
+assert sorted(w4) == sorted(z4) == sorted(zb) == sorted(zo) == list(range(1, 11))
+assert all(r['grad_norm'] < 1.0 for r in w4.values()), 'the clip is active: ZeRO-1 may then differ from DDP in the last bits'
+for k in w4:
+    assert z4[k]['lm_loss'] == w4[k]['lm_loss'] and zb[k]['lm_loss'] == w4[k]['lm_loss'], k
+    assert abs(z4[k]['grad_norm'] - w4[k]['grad_norm']) <= 1e-6 * w4[k]['grad_norm'], k
+    assert (zo[k]['lm_loss'], zo[k]['grad_norm']) == (zb[k]['lm_loss'], zb[k]['grad_norm']), k
+same_ckpt('w4', 'z4')
+same_ckpt('w4', 'zb')
+same_ckpt('zb', 'zo')
+print('ZeRO-1 4 ranks == plain DDP 4 ranks, bucketed ZeRO-1 too; overlapped == not: losses and checkpoints bit for bit (10 steps)')
+PY
+# a rank that hangs (SIGSTOP): the others give up within distributed_timeout_minutes (0.1: 6 s) naming it,
+# the launcher stops it and exits non-zero (ranks are forked in rank order: the second child is rank 1)
+./gdn train "${common[@]}" --nproc_per_node 4 --micro_batch_size 1 --train_iters 100000 --save "" \
+    --distributed_timeout_minutes 0.1 > "$tmp/hang.log" 2>&1 &
+launcher=$!
+for _ in $(seq 300); do grep -q "iteration  *3/" "$tmp/hang.log" && break; sleep 0.1; done
+kids=($(pgrep -P $launcher | sort -n))
+test "${#kids[@]}" = 4 || { echo "FAIL: expected 4 ranks under the launcher, found ${kids[*]}"; cat "$tmp/hang.log"; exit 1; }
+kill -STOP "${kids[1]}"
+t0=$(date +%s)
+if wait $launcher; then echo "FAIL: a run with a hung rank exited 0"; exit 1; fi
+took=$(( $(date +%s) - t0 ))
+grep -q "rank 1 died or hung (no answer within 6 s, distributed_timeout_minutes) during a collective (shared memory); stopping" "$tmp/hang.log" \
+    || { echo "FAIL: the hung rank was not named"; cat "$tmp/hang.log"; exit 1; }
+test "$took" -le 20 || { echo "FAIL: the ranks took $took s to stop (timeout 6 s)"; exit 1; }
+! kill -0 "${kids[1]}" 2> /dev/null || { echo "FAIL: the stopped rank is still there"; kill -KILL "${kids[1]}"; exit 1; }
+echo "a hung rank stopped the others in $took s (timeout 6 s), named"
+if ./gdn train "${common[@]}" --overlap_param_gather --save "" > "$tmp/opg.log" 2>&1; then
+    echo "FAIL: overlap_param_gather without ZeRO-1 accepted"; exit 1
+fi
+grep -q "overlap_param_gather needs use_distributed_optimizer" "$tmp/opg.log"
 # a rank that fails (here: a target id outside the vocabulary, found by every rank) stops the run non-zero
 if ./gdn train "${common[@]}" --vocab_size 400 --nproc_per_node 2 --save "" > "$tmp/bad.log" 2>&1; then
     echo "FAIL: a failing data-parallel run exited 0"; cat "$tmp/bad.log"; exit 1

@@ -8,6 +8,10 @@
 #  * a ZeRO-1 checkpoint of 4 ranks at step 3 resumes on 2 ranks (ZeRO-1) and on 1 (no ZeRO) and goes on
 #    with the uninterrupted run's losses (same bound from step 4); gdn convert reads it;
 #  * buckets (ddp_bucket_size) overlapped with the backward (overlap_grad_reduce) or not: the same bits;
+#  * ZeRO-1 in buckets (each sharded across the ranks), with the reduce-scatter overlapped with the backward
+#    and the all-gather with the next forward (overlap_param_gather) == without overlap, bit for bit
+#    (losses, grad norms, checkpoints); its checkpoint of step 3 resumes on 2 ranks (overlapped ZeRO-1) and
+#    on 1 within the bound;
 #  * mpirun -np 2 (Open MPI's variables, the same Gloo path) == 1 rank within the bound; srun's variables
 #    (set by hand) give mpirun's weights bit for bit; a malformed RANK is refused by name.
 set -euo pipefail
@@ -38,6 +42,10 @@ trun t4 2 2 --save "$tmp/t4"
 trun z4 2 2 --save "$tmp/z4" --use_distributed_optimizer
 trun b4 2 2 --save "$tmp/b4" --ddp_bucket_size 20000                       # 3 buckets after the backward
 trun o4 2 2 --save "$tmp/o4" --ddp_bucket_size 20000 --overlap_grad_reduce # the same, during the backward
+zo=(--use_distributed_optimizer --ddp_bucket_size 20000)
+trun zb4 2 2 --save "$tmp/zb4" "${zo[@]}"
+trun zo4 2 2 --save "$tmp/zo4" "${zo[@]}" --overlap_grad_reduce --overlap_param_gather
+out0 zo4 | grep -q "ZeRO-1 over 3 buckets, each sharded across the ranks: gradients reduce-scattered during the backward, parameters all-gathered during the next forward"
 out0 o4 | grep -q "gradients reduced in 3 buckets (overlapped with the backward), the embedding's (32000 elements) last"
 out0 t4 | grep -q "gdn train: 4 ranks from torchrun (2 per machine here, 2 machines), rendezvous 127.0.0.1:"
 out0 z4 | grep -q "x 4 data-parallel ranks (Gloo, ZeRO-1)"
@@ -48,6 +56,8 @@ test -f "$tmp/z4/iter_0000003/DONE" && test -f "$tmp/z4/iter_0000006/DONE"
 trun r2 1 2 --use_distributed_optimizer --load "$tmp/z4/iter_0000003" --save "$tmp/r2"
 ./gdn train "${common[@]}" --load "$tmp/z4/iter_0000003" --save "$tmp/r1" > "$tmp/r1.log"
 out0 r2 | grep -q "resuming from .*iter_0000003 at iteration 3"
+trun r2o 1 2 "${zo[@]}" --overlap_grad_reduce --overlap_param_gather --load "$tmp/zo4/iter_0000003" --save "$tmp/r2o"
+./gdn train "${common[@]}" --load "$tmp/zo4/iter_0000003" --save "$tmp/r1o" > "$tmp/r1o.log"
 # mpirun: Open MPI's variables, the same Gloo path
 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 -x OMP_NUM_THREADS=1 -x MASTER_PORT=$port \
     ./gdn train "${common[@]}" --save "$tmp/m2" > "$tmp/m2.log" 2>&1 || { cat "$tmp/m2.log"; exit 1; }
@@ -99,6 +109,16 @@ b4, o4 = run(f'{tmp}/b4/metrics.jsonl'), run(f'{tmp}/o4/metrics.jsonl')
 same = lambda a, b: all((a[k]['lm_loss'], a[k]['grad_norm']) == (b[k]['lm_loss'], b[k]['grad_norm']) for k in a)
 assert sorted(b4) == sorted(o4) and same(b4, o4), 'overlap changed the bits'
 print('buckets overlapped with the backward == after it, bit for bit (6 steps)')
+zb4, zo4 = run(f'{tmp}/zb4/metrics.jsonl'), run(f'{tmp}/zo4/metrics.jsonl')
+assert sorted(zb4) == sorted(zo4) and same(zb4, zo4), 'ZeRO-1 overlap changed the bits'
+for f in ('model.safetensors', 'optimizer.safetensors'):
+    for it in ('0000003', '0000006'):
+        a, b = tensors_raw(f'{tmp}/zb4/iter_{it}/{f}'), tensors_raw(f'{tmp}/zo4/iter_{it}/{f}')
+        assert a and a.keys() == b.keys() and all(a[k] == b[k] for k in a), (f, it)
+print('ZeRO-1 in 3 buckets: reduce-scatter during the backward + all-gather during the forward == after, bit for bit (6 steps, checkpoints)')
+check('torchrun 2x2 bucketed ZeRO-1 vs 1 rank', zb4, ref, 1, 4)
+check('overlapped bucketed ZeRO-1 4 ranks @3 -> 2 ranks', run(f'{tmp}/r2o/metrics.jsonl'), zo4, 4, 4)
+check('overlapped bucketed ZeRO-1 4 ranks @3 -> 1 rank', run(f'{tmp}/r1o/metrics.jsonl'), zo4, 4, 4)
 z4 = run(f'{tmp}/z4/metrics.jsonl')
 check('ZeRO-1 4 ranks @3 -> 2 ranks', run(f'{tmp}/r2/metrics.jsonl'), z4, 4, 4)
 check('ZeRO-1 4 ranks @3 -> 1 rank', run(f'{tmp}/r1/metrics.jsonl'), z4, 4, 4)

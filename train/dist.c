@@ -19,12 +19,13 @@
 
 #include "../util/common.h"
 #include "comm_gloo.h"
+#include "shm_barrier.h"
 
-enum { MAX_WORLD = 4096, MAX_FORK = 64, HOST_SCALARS = 16, ID_BYTES = 512 };
+enum { MAX_WORLD = 4096, MAX_FORK = SHM_BARRIER_MAX, HOST_SCALARS = 16, ID_BYTES = 512 };
 static const size_t SLOT_BYTES = (size_t)16 << 20; // per-rank staging for CPU all-reduces, in chunks
 
 struct DistShm {
-    pthread_barrier_t bar;
+    ShmBarrier bar; // with the timeout: a hung rank stops the others
     unsigned char nccl_id[ID_BYTES];
     int nccl_id_len;
     uint64_t check[MAX_FORK];
@@ -51,6 +52,17 @@ static void rank_env(const Dist *d) {
     die_set_prefix(prefix);
 }
 
+// The ranks of missing[] died or hung: one line naming them, and this rank stops.
+static void die_missing(const Dist *d, const int *missing, int n, const char *what) {
+    char list[256] = "";
+    size_t k = 0;
+    for (int r = 0, shown = 0; r < d->world && k < sizeof list - 16; r++)
+        if (missing[r]) k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", shown++ ? ", " : "", r);
+    if (!list[0]) snprintf(list, sizeof list, "(one holding the shared-memory lock)");
+    die("rank%s %s died or hung (no answer within %.0f s, distributed_timeout_minutes) during %s; stopping", n > 1 ? "s" : "",
+        list, d->timeout_s, what);
+}
+
 // A CPU collective failed: find out which rank is gone (the roll call of comm_gloo.cc) and stop this one.
 static void comm_failed(Dist *d, const char *what, const char *err) {
     int *missing = xmalloc((size_t)d->world * sizeof(int));
@@ -59,12 +71,7 @@ static void comm_failed(Dist *d, const char *what, const char *err) {
     int n = gloo_comm_who_failed(d->gloo, grace, missing);
     if (n < 0) die("%s failed: rank 0 (it serves the rendezvous store) died or hung; stopping (%s)", what, err);
     if (n == 0) die("%s failed on this rank; stopping (%s)", what, err);
-    char list[256] = "";
-    size_t k = 0;
-    for (int r = 0, shown = 0; r < d->world && k < sizeof list - 16; r++)
-        if (missing[r]) k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", shown++ ? ", " : "", r);
-    die("rank%s %s died or hung (no answer within %.0f s, distributed_timeout_minutes) during %s; stopping", n > 1 ? "s" : "",
-        list, d->timeout_s, what);
+    die_missing(d, missing, n, what);
 }
 #define GLOO(what, call)                                                                                      \
     do {                                                                                                      \
@@ -78,10 +85,7 @@ static void fork_ranks(Dist *d, int world) {
     size_t bytes = sizeof(DistShm) + (size_t)world * SLOT_BYTES;
     DistShm *shm = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shm == MAP_FAILED) die("data parallel: cannot map %zu bytes of shared memory: %s", bytes, strerror(errno));
-    pthread_barrierattr_t ba;
-    pthread_barrierattr_init(&ba);
-    pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-    if (pthread_barrier_init(&shm->bar, &ba, (unsigned)world)) die("data parallel: cannot create a process-shared barrier");
+    if (shm_barrier_init(&shm->bar, world)) die("data parallel: cannot create a process-shared barrier");
     fflush(stdout);
     fflush(stderr);
     pid_t pids[MAX_FORK], launcher = getpid();
@@ -118,7 +122,7 @@ static void fork_ranks(Dist *d, int world) {
             fprintf(stderr, "gdn: rank %d %s %d; stopping the other ranks\n", rank,
                     WIFEXITED(st) ? "exited with status" : "was killed by signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
             for (int r = 0; r < world; r++)
-                if (pids[r] != p) kill(pids[r], SIGTERM);
+                if (pids[r] != p) kill(pids[r], SIGTERM), kill(pids[r], SIGCONT); // a stopped rank too
         }
     }
     exit(failed ? (status ? status : 1) : 0);
@@ -158,7 +162,11 @@ void dist_launch(Dist *d, int nproc_per_node, double timeout_minutes) {
 void dist_barrier(Dist *d) {
     if (d->world <= 1) return;
     if (d->gloo) GLOO("a barrier", gloo_barrier(d->gloo, ERRS));
-    else pthread_barrier_wait(&d->shm->bar);
+    else {
+        int missing[MAX_FORK];
+        int n = shm_barrier_wait(&d->shm->bar, d->rank, d->timeout_s, missing);
+        if (n) die_missing(d, missing, n, "a collective (shared memory)");
+    }
 }
 
 // The bootstrap id from rank 0 to every rank over the CPU channel (NCCL's own rendezvous then connects them;
@@ -247,6 +255,16 @@ void dist_allgather(Dist *d, float *buf, const size_t *offs) {
         memset(buf + offs[d->rank + 1], 0, (offs[d->world] - offs[d->rank + 1]) * sizeof(float));
         shm_allreduce(d, b, n);
     }
+}
+
+void dist_allgather_bytes(Dist *d, void *buf, const size_t *offs, size_t elem_bytes) {
+    if (d->world <= 1) return;
+    char *b = buf;
+    if (d->nccl) d->be->comm_allgather_bytes(buf, offs, elem_bytes);
+    else if (d->gloo) {
+        for (int r = 0; r < d->world; r++)
+            if (offs[r + 1] > offs[r]) GLOO("the parameter all-gather", gloo_broadcast(d->gloo, b + offs[r] * elem_bytes, (offs[r + 1] - offs[r]) * elem_bytes, r, ERRS));
+    } else die("dist_allgather_bytes: not through shared memory (its all-gather adds fp32 zeros)");
 }
 
 void dist_allreduce_host(Dist *d, double *x, int n) {

@@ -45,6 +45,8 @@ void dist_allreduce_sum(Dist *d, float *buf, size_t n);
 // over the ranks (the rest of buf is left undefined); all-gather: every rank gets every owned range.
 void dist_reduce_scatter_sum(Dist *d, float *buf, const size_t *offs);
 void dist_allgather(Dist *d, float *buf, const size_t *offs);
+// The same for elements of elem_bytes (device collectives and Gloo only: ZeRO-1's bf16 weights).
+void dist_allgather_bytes(Dist *d, void *buf, const size_t *offs, size_t elem_bytes);
 // x[0..n) (host, n <= 16) = its sum over the ranks, added in rank order.
 void dist_allreduce_host(Dist *d, double *x, int n);
 // Dies on every rank if the ranks' values of `what` differ (e.g. a hash of the weights).

@@ -27,6 +27,8 @@ struct RunLog {
     double flops_tok, flops_tok_gdn;
     double t_start, t_report, timed_s, first_s; // summed interval time (checkpoints excluded), the first's
     double last_loss, best_valid, final_valid;
+    double comm_ms_sum; // data parallel: collective time of the steps after the run's first (its warm-up)
+    long comm_n;
     int n_valid;
     char last_ckpt[1200];
     pid_t child; // the report refresh in progress
@@ -94,6 +96,7 @@ void runlog_step(RunLog *r, long it, double loss, double lr, double gnorm, doubl
     if (!r) return;
     long long samples = (long long)it * r->c->global_batch_size;
     r->last_loss = loss;
+    if (comm_ms >= 0 && it > r->it0 + 1) r->comm_ms_sum += comm_ms, r->comm_n++;
     if (r->metrics) {
         fprintf(r->metrics, "{\"iteration\": %ld, \"lm_loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"consumed_samples\": %lld",
                 it, loss, lr, gnorm, samples);
@@ -252,12 +255,14 @@ void runlog_close(RunLog *r, long last_it) {
     printf(", final lm loss %.4f", r->last_loss);
     if (r->n_valid) printf(", validation loss final %.4f best %.4f", r->final_valid, r->best_valid);
     if (r->last_ckpt[0]) printf(", last checkpoint %s", r->last_ckpt);
+    if (r->comm_n) printf(", collectives %.1f ms per step", r->comm_ms_sum / r->comm_n);
     printf("\n");
     fflush(stdout);
     if (r->metrics) {
         fprintf(r->metrics, "{\"iteration\": %ld, \"summary\": true, \"gdn_version\": \"%s\", \"iterations\": %ld, \"tokens\": %.0f, "
                 "\"wall_s\": %.3f, \"mean_tokens_per_s\": %.1f, \"final_lm_loss\": %.9g", last_it, gdn_version, iters, tokens, wall, tok_s, r->last_loss);
         if (r->gpu) fprintf(r->metrics, ", \"mfu\": %.5f", mfu);
+        if (r->comm_n) fprintf(r->metrics, ", \"mean_comm_ms\": %.3f", r->comm_ms_sum / r->comm_n);
         if (r->n_valid) fprintf(r->metrics, ", \"final_valid_loss\": %.9g, \"best_valid_loss\": %.9g", r->final_valid, r->best_valid);
         fprintf(r->metrics, "}\n");
         if (fclose(r->metrics)) fprintf(stderr, "gdn train: warning: writing %s failed\n", r->mpath);

@@ -133,12 +133,15 @@ int cmd_train(int argc, char **argv) {
         params_init(&m->lay, host, (uint64_t)c.seed);
     }
     model_set_params(m, host);
-    Zero zero = {0}; // ZeRO-1 (issue 19): shards the moments just loaded (or zero)
+    // issue 19: buckets for the bucketed (and overlapped) gradient all-reduce, or ZeRO-1's buckets (one of
+    // everything unless cut), each sharded across the ranks: the moments just loaded (or zero) go to shards
     const int zero1 = c.use_distributed_optimizer && W > 1;
-    if (zero1) zero_init(&zero, m, &dist);
-    Buckets bk = {0}; // bucketed (and overlapped) gradient all-reduce
-    const int bucketed = W > 1 && !zero1 && (c.ddp_bucket_size > 0 || c.overlap_grad_reduce);
-    if (bucketed) buckets_init(&bk, m, &dist, c.ddp_bucket_size, c.overlap_grad_reduce);
+    const int bucketed = W > 1 && (c.ddp_bucket_size > 0 || c.overlap_grad_reduce);
+    Buckets bk = {0};
+    Zero zero = {0};
+    if (bucketed || zero1) buckets_init(&bk, m, &dist, c.ddp_bucket_size, c.overlap_grad_reduce, zero1 && c.overlap_param_gather);
+    if (zero1) zero_init(&zero, m, &bk, &dist);
+    if (bucketed || (zero1 && c.overlap_param_gather)) buckets_describe(&bk);
 
     // ---- data: the train/valid/test sets of the blend and split (data/blend.c)
     Datasets *data = datasets_open(&c, err, sizeof err);
@@ -186,22 +189,24 @@ int cmd_train(int argc, char **argv) {
         double loss_sum = 0;
         for (int mu = 0; mu < n_micro; mu++) {
             size_t o = (size_t)R * rank_tok + (size_t)mu * mbs * T;
-            if (bucketed && mu == n_micro - 1) buckets_arm(&bk); // the last micro-batch makes the grads final
+            if ((bucketed || zero1) && mu == n_micro - 1) buckets_arm(&bk); // the last micro-batch makes the grads final
             model_fwd_bwd(m, in + o, lab + o, mbs, T, (float)(1.0 / valid), mu % 32);
             if (mu % 32 == 31 || mu == n_micro - 1) loss_sum += model_read_loss_slots(m, mu % 32 + 1);
         }
         // ranks: sum the loss sums and the gradients (each rank's are of its tokens' losses / all valid tokens)
         be->sync();
         double t_comm0 = now_sec(); // the step's collectives left after the backward (the sync above)
-        if (bucketed) buckets_finish(&bk); // first: the communication thread is done before anything else talks
+        if (bucketed || zero1) buckets_finish(&bk); // first: the communication thread is done before anything else talks
         dist_allreduce_host(&dist, &loss_sum, 1);
         double gnorm;
-        if (zero1) gnorm = zero_reduce_grads(&zero, m, &dist);
+        if (zero1) gnorm = zero_grad_norm(&zero, m, &dist);
         else {
             if (!bucketed) dist_allreduce_sum(&dist, m->grads, P);
             gnorm = model_grad_norm(m);
         }
-        double comm_ms = (now_sec() - t_comm0) * 1e3;
+        // the stop check's collective here, not after the step: ZeRO-1's all-gather may still be in flight then
+        int stop = it < c.train_iters ? stop_check(&dist, &c) : STOP_NONE;
+        double comm_ms = (now_sec() - t_comm0) * 1e3 + (zero1 ? buckets_take_wait_ms(&bk) : 0);
         double loss = loss_sum / valid;
         if (!isfinite(loss)) die("iteration %ld: loss is %f; stopping without saving a checkpoint", it, loss);
         if (!isfinite(gnorm)) die("iteration %ld: gradient norm is %f (NaN/Inf in gradients); stopping without saving", it, gnorm);
@@ -210,8 +215,10 @@ int cmd_train(int argc, char **argv) {
             double coeff = c.clip_grad / (gnorm + 1e-6);
             if (coeff < 1.0) gscale = (float)coeff;
         }
-        if (zero1) zero_step(&zero, m, &dist, (float)lr, (int)it, gscale);
-        else model_adamw(m, (float)lr, (int)it, gscale);
+        if (zero1) { // its all-gather after the step (what of it is not overlapped) counts as collective time
+            zero_step(&zero, m, &dist, (float)lr, (int)it, gscale);
+            comm_ms += buckets_take_wait_ms(&bk);
+        } else model_adamw(m, (float)lr, (int)it, gscale);
         loss_acc += loss;
         n_acc++;
         runlog_step(rl, it, loss, lr, gnorm, W > 1 ? comm_ms : -1);
@@ -227,12 +234,13 @@ int cmd_train(int argc, char **argv) {
         }
         // issue 18: validation at eval_interval (its time is not step time), then the stop checks
         t_saving += validate_interval(m, &dist, &c, data, it, &consumed_valid, rl, lead);
-        int stop = it < c.train_iters ? stop_check(&dist, &c) : STOP_NONE;
         int exit_now = stop || (c.exit_interval > 0 && it % c.exit_interval == 0 && it < c.train_iters);
         int save_now = c.save[0] && ((c.save_interval > 0 && it % c.save_interval == 0) || it == c.train_iters || exit_now);
+        if (save_now && zero1) buckets_gather_wait(&bk); // the whole weights, and nobody else talking
         if (save_now && !lead && W > 1) { // the replicas must still be identical: rank 0 writes for all
             double t_save0 = now_sec();
-            model_get_params(m, host);
+            if (zero1) zero_get_params(&zero, m, &dist, host); // sharded masters: gathered
+            else model_get_params(m, host);
             dist_check_same(&dist, hash_bytes(host, P * sizeof(float)), "the weights");
             if (zero1) { // the shards of the moments go to every rank (rank 0 writes them)
                 float *hm = xmalloc(P * sizeof(float)), *hv = xmalloc(P * sizeof(float));
@@ -244,7 +252,8 @@ int cmd_train(int argc, char **argv) {
         if (save_now && lead) {
             double t_save0 = now_sec(); // checkpoint time is not step time
             float *hm = xmalloc(P * sizeof(float)), *hv = xmalloc(P * sizeof(float));
-            model_get_params(m, host);
+            if (zero1) zero_get_params(&zero, m, &dist, host); // sharded masters: gathered
+            else model_get_params(m, host);
             dist_check_same(&dist, hash_bytes(host, P * sizeof(float)), "the weights");
             if (zero1) zero_get_optim(&zero, m, &dist, hm, hv); // whole, in model order: any world size resumes
             else model_get_optim(m, hm, hv);
@@ -270,10 +279,11 @@ int cmd_train(int argc, char **argv) {
             break;
         }
     }
+    if (zero1) buckets_gather_wait(&bk);
     if (!stopped && it0 < c.train_iters) validate_at_end(m, &dist, &c, data, &consumed_valid, rl, lead);
     dist_finish(&dist);
     if (zero1) zero_free(&zero, m);
-    if (bucketed) buckets_free(&bk);
+    if (bucketed || zero1) buckets_free(&bk);
     runlog_close(rl, it_done);
     free(in); free(lab); free(host);
     datasets_free(data);

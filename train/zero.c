@@ -1,36 +1,80 @@
-// zero.c: ZeRO-1 over the flat parameter vector (see zero.h).
+// zero.c: ZeRO-1 over the buckets of the flat parameter vector (see zero.h).
 #include "zero.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../util/common.h"
 
-void zero_init(Zero *z, Model *m, const Dist *d) {
+void zero_init(Zero *z, Model *m, Buckets *bk, const Dist *d) {
     const Backend *be = m->be;
-    size_t P = m->lay.total, W = (size_t)d->world;
-    z->offs = xmalloc((W + 1) * sizeof(size_t));
-    for (size_t r = 0; r <= W; r++) z->offs[r] = r == W ? P : P * r / W / 64 * 64; // aligned starts for SIMD
-    z->lo = z->offs[d->rank], z->hi = z->offs[d->rank + 1];
-    size_t n = z->hi - z->lo;
-    z->m = be->alloc((n ? n : 1) * sizeof(float));
-    z->v = be->alloc((n ? n : 1) * sizeof(float));
-    be->memcpy_d2d(z->m, m->adam_m + z->lo, n * sizeof(float));
-    be->memcpy_d2d(z->v, m->adam_v + z->lo, n * sizeof(float));
+    size_t W = (size_t)d->world, R = (size_t)d->rank;
+    z->bk = bk;
+    z->npieces = bk->n;
+    z->lo = xmalloc((size_t)bk->n * sizeof(size_t));
+    z->hi = xmalloc((size_t)bk->n * sizeof(size_t));
+    z->at = xmalloc((size_t)bk->n * sizeof(size_t));
+    z->n = 0;
+    for (int i = 0; i < bk->n; i++) {
+        Bucket *b = &bk->b[i];
+        size_t n = b->hi - b->lo;
+        b->offs = xmalloc((W + 1) * sizeof(size_t)); // freed by buckets_free
+        for (size_t r = 0; r <= W; r++) b->offs[r] = r == W ? b->hi : b->lo + n * r / W / 64 * 64; // aligned for SIMD
+        z->lo[i] = b->offs[R], z->hi[i] = b->offs[R + 1], z->at[i] = z->n;
+        z->n += z->hi[i] - z->lo[i];
+    }
+    z->m = be->alloc((z->n ? z->n : 1) * sizeof(float));
+    z->v = be->alloc((z->n ? z->n : 1) * sizeof(float));
+    for (int i = 0; i < z->npieces; i++) {
+        be->memcpy_d2d(z->m + z->at[i], m->adam_m + z->lo[i], (z->hi[i] - z->lo[i]) * sizeof(float));
+        be->memcpy_d2d(z->v + z->at[i], m->adam_v + z->lo[i], (z->hi[i] - z->lo[i]) * sizeof(float));
+    }
     be->free(m->adam_m);
     be->free(m->adam_v);
     m->adam_m = m->adam_v = NULL; // the model's own optimizer calls are not used under ZeRO-1
+    // bf16 backends: the fp32 masters sharded too (the forward reads the act copy and a few fp32 tensors);
+    // fp32 backends: the masters are what the forward reads, whole on every rank
+    z->master = NULL;
+    if (m->wact != (void *)m->params) {
+        z->master = be->alloc((z->n ? z->n : 1) * sizeof(float));
+        for (int i = 0; i < z->npieces; i++)
+            be->memcpy_d2d(z->master + z->at[i], m->params + z->lo[i], (z->hi[i] - z->lo[i]) * sizeof(float));
+        model_drop_masters(m);
+    }
+    if (d->rank == 0) { // what sharding saves: the whole state would be masters (bf16 backends) + moments of all P
+        size_t P = m->lay.total, per = z->master ? 12 : 8;
+        printf("gdn train: ZeRO-1 optimizer state on rank 0: %.2f MiB (%s AdamW moments of %zu of %zu parameters; "
+               "unsharded %.2f MiB)\n", (double)z->n * per / 1048576.0, z->master ? "fp32 masters and" : "the",
+               z->n, P, (double)P * per / 1048576.0);
+        fflush(stdout);
+    }
 }
 
-double zero_reduce_grads(Zero *z, Model *m, Dist *d) {
-    dist_reduce_scatter_sum(d, m->grads, z->offs);
-    // each element counted once: the squares of every shard, added in rank order
+// Sharded masters: the kept fp32 tensors (model->small) from their owners' updated masters. Every element
+// has one owner, the others add zeros: the sum is the owner's value, exact.
+static void refresh_small(Zero *z, Model *m, Dist *d) {
+    const Backend *be = m->be;
+    be->memset0(m->small, m->nsmall_elems * sizeof(float));
+    for (int k = 0; k < m->nsmall; k++)
+        for (int i = 0; i < z->npieces; i++) {
+            size_t a = m->small_lo[k] > z->lo[i] ? m->small_lo[k] : z->lo[i];
+            size_t b = m->small_hi[k] < z->hi[i] ? m->small_hi[k] : z->hi[i];
+            if (a < b)
+                be->memcpy_d2d(m->small + m->small_at[k] + (a - m->small_lo[k]), z->master + z->at[i] + (a - z->lo[i]),
+                               (b - a) * sizeof(float));
+        }
+    dist_allreduce_sum(d, m->small, m->nsmall_elems);
+}
+
+double zero_grad_norm(Zero *z, Model *m, Dist *d) {
     double ss = 0;
-    if (z->hi > z->lo) {
+    for (int i = 0; i < z->npieces; i++) {
+        if (z->hi[i] <= z->lo[i]) continue;
         float h;
-        m->be->sumsq(m->scalars + 32, m->grads + z->lo, z->hi - z->lo);
+        m->be->sumsq(m->scalars + 32, m->grads + z->lo[i], z->hi[i] - z->lo[i]);
         m->be->memcpy_d2h(&h, m->scalars + 32, sizeof h);
-        ss = h;
+        ss += h;
     }
     dist_allreduce_host(d, &ss, 1);
     return sqrt(ss);
@@ -39,40 +83,59 @@ double zero_reduce_grads(Zero *z, Model *m, Dist *d) {
 void zero_step(Zero *z, Model *m, Dist *d, float lr, int step, float gscale) {
     const Config *c = &m->cfg;
     const Backend *be = m->be;
-    int bf = m->wact != (void *)m->params;
-    // runs of adjacent tensors with the same weight decay (as model_adamw), cut to this rank's shard
-    for (int i = 0; i < m->lay.ntensors;) {
-        const TensorInfo *t = &m->lay.tensors[i];
-        size_t a = t->off, b = t->off + t->numel;
-        int j = i + 1;
-        while (j < m->lay.ntensors && m->lay.tensors[j].decay == t->decay && m->lay.tensors[j].off == b)
-            b += m->lay.tensors[j++].numel;
-        i = j;
-        if (a < z->lo) a = z->lo;
-        if (b > z->hi) b = z->hi;
-        if (a >= b) continue;
-        void *pa = bf ? (char *)m->wact + a * (size_t)be->act_bytes : NULL;
-        be->adamw(m->params + a, pa, m->grads + a, z->m + (a - z->lo), z->v + (a - z->lo), b - a, lr, c->adam_beta1,
-                  c->adam_beta2, c->adam_eps, t->decay ? c->weight_decay : 0.0f, step, gscale);
+    int bf = z->master != NULL;
+    for (int k = 0; k < z->npieces; k++) {
+        // runs of adjacent tensors with the same weight decay (as model_adamw), cut to this piece
+        for (int i = 0; i < m->lay.ntensors;) {
+            const TensorInfo *t = &m->lay.tensors[i];
+            size_t a = t->off, b = t->off + t->numel;
+            int j = i + 1;
+            while (j < m->lay.ntensors && m->lay.tensors[j].decay == t->decay && m->lay.tensors[j].off == b)
+                b += m->lay.tensors[j++].numel;
+            i = j;
+            if (a < z->lo[k]) a = z->lo[k];
+            if (b > z->hi[k]) b = z->hi[k];
+            if (a >= b) continue;
+            size_t s = z->at[k] + (a - z->lo[k]);
+            void *pa = bf ? (char *)m->wact + a * (size_t)be->act_bytes : NULL; // the owner rounds its shard
+            be->adamw(bf ? z->master + s : m->params + a, pa, m->grads + a, z->m + s, z->v + s, b - a, lr, c->adam_beta1, c->adam_beta2,
+                      c->adam_eps, t->decay ? c->weight_decay : 0.0f, step, gscale);
+        }
     }
-    dist_allgather(d, m->params, z->offs);
-    if (bf) be->to_act(m->wact, m->params, m->lay.total); // the gathered shards' compute copy (same rounding)
+    if (bf) refresh_small(z, m, d);
+    buckets_gather(z->bk); // sharded masters: the act copy's shards, as rounded by their owners
+}
+
+void zero_get_params(Zero *z, Model *m, Dist *d, float *host) {
+    if (!z->master) {
+        model_get_params(m, host);
+        return;
+    }
+    const Backend *be = m->be;
+    for (int i = 0; i < z->npieces; i++)
+        be->memcpy_d2d(m->grads + z->lo[i], z->master + z->at[i], (z->hi[i] - z->lo[i]) * sizeof(float));
+    for (int i = 0; i < z->bk->n; i++) dist_allgather(d, m->grads, z->bk->b[i].offs);
+    be->memcpy_d2h(host, m->grads, m->lay.total * sizeof(float));
+    be->memset0(m->grads, m->lay.total * sizeof(float)); // scratch no more
 }
 
 void zero_get_optim(Zero *z, Model *m, Dist *d, float *hm, float *hv) {
     const Backend *be = m->be;
-    size_t P = m->lay.total, n = z->hi - z->lo;
     float *part[2] = {z->m, z->v}, *out[2] = {hm, hv};
     for (int k = 0; k < 2; k++) {
-        be->memcpy_d2d(m->grads + z->lo, part[k], n * sizeof(float));
-        dist_allgather(d, m->grads, z->offs);
-        be->memcpy_d2h(out[k], m->grads, P * sizeof(float));
+        for (int i = 0; i < z->npieces; i++)
+            be->memcpy_d2d(m->grads + z->lo[i], part[k] + z->at[i], (z->hi[i] - z->lo[i]) * sizeof(float));
+        for (int i = 0; i < z->bk->n; i++) dist_allgather(d, m->grads, z->bk->b[i].offs);
+        be->memcpy_d2h(out[k], m->grads, m->lay.total * sizeof(float));
     }
-    be->memset0(m->grads, P * sizeof(float)); // scratch no more
+    be->memset0(m->grads, m->lay.total * sizeof(float)); // scratch no more
 }
 
 void zero_free(Zero *z, Model *m) {
+    if (z->master) m->be->free(z->master);
     m->be->free(z->m);
     m->be->free(z->v);
-    free(z->offs);
+    free(z->lo);
+    free(z->hi);
+    free(z->at);
 }

@@ -1,26 +1,43 @@
-// zero.h: ZeRO-1 (use_distributed_optimizer; spec train.md §6): the flat parameter vector is cut into one
-// contiguous shard per rank; the gradients are reduce-scattered, each rank runs AdamW on its shard with its
-// shard of the moments (the only state held per shard: 8 of the 16 bytes per fp32 parameter), and the updated
-// weights are all-gathered. Checkpoints hold the whole state in model order, so any world size, with or
-// without ZeRO-1, resumes from them.
+// zero.h: ZeRO-1 (use_distributed_optimizer; spec train.md §6): every bucket of train/buckets.c (one bucket
+// of all the parameters unless ddp_bucket_size or overlap_grad_reduce cut them) is split into one
+// contiguous shard per rank, as Megatron's distributed optimizer splits each bucket; the gradients are
+// reduce-scattered per bucket, each rank runs AdamW on its shards with its shards of the moments, and the
+// updated weights are all-gathered per bucket. Optimizer state per rank, for its shards only: the fp32
+// masters and the AdamW moments on bf16 backends (12 bytes per parameter / world size; the forward reads the
+// bf16 copy, all-gathered as the owners rounded it, and the few fp32 tensors of model/fp32_params.c); on
+// fp32 backends the masters are the weights the forward reads, whole on every rank (refreshed by the
+// all-gather), so only the moments are sharded (8 bytes / world size). Checkpoints hold the whole state in
+// model order (gathered at save), so any world size, with or without ZeRO-1, resumes from them.
 #pragma once
 #include <stddef.h>
 
 #include "../model/gdn.h"
+#include "buckets.h"
 #include "dist.h"
 
 typedef struct {
-    size_t *offs;  // [world+1]: rank r owns [offs[r], offs[r+1]) of the parameters (64-aligned starts)
-    size_t lo, hi; // this rank's
-    float *m, *v;  // AdamW moments of the shard (backend memory)
+    Buckets *bk;        // the buckets it shards (zero_init sets their offs)
+    int npieces;        // this rank's shard of each bucket, in bucket order (some may be empty)
+    size_t *lo, *hi;    // [npieces] its ranges of the flat parameter vector
+    size_t *at;         // [npieces] where each starts in the moments below
+    size_t n;           // elements owned
+    float *m, *v;       // AdamW moments of the owned elements (backend memory), the pieces back to back
+    float *master;      // bf16 backends: the fp32 masters of the owned elements, likewise (NULL on fp32 ones)
 } Zero;
 
-// Takes the shard of the model's moments (set from a checkpoint or zero) and frees the full ones.
-void zero_init(Zero *z, Model *m, const Dist *d);
-// One optimizer step after the backward: reduce-scatter, the global grad norm (returned, for the clip and
-// the NaN check, before any update), then zero_step applies AdamW to the shard and gathers the weights.
-double zero_reduce_grads(Zero *z, Model *m, Dist *d);
+// Shards each bucket of bk (64-aligned starts), takes this rank's share of the model's moments (set from a
+// checkpoint or zero) and frees the full ones.
+void zero_init(Zero *z, Model *m, Buckets *bk, const Dist *d);
+// After buckets_finish (the reduce-scatter): the global grad norm (for the clip and the NaN check, before
+// any update): each element's square counted once, by its owner; the owners' sums added in rank order.
+double zero_grad_norm(Zero *z, Model *m, Dist *d);
+// AdamW on the owned elements, then the all-gather of the weights (buckets_gather: maybe still in flight
+// on return, the next forward waits for it).
 void zero_step(Zero *z, Model *m, Dist *d, float lr, int step, float gscale);
-// The whole moments into host hm, hv [P] on every rank (a collective; uses the gradient buffer as scratch).
+// The whole fp32 weights into host [P] on every rank (a collective when the masters are sharded; then it
+// uses the gradient buffer as scratch; no all-gather may be in flight).
+void zero_get_params(Zero *z, Model *m, Dist *d, float *host);
+// The whole moments into host hm, hv [P] on every rank (a collective; uses the gradient buffer as scratch;
+// no all-gather may be in flight: buckets_gather_wait first).
 void zero_get_optim(Zero *z, Model *m, Dist *d, float *hm, float *hv);
 void zero_free(Zero *z, Model *m);

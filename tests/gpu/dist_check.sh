@@ -6,7 +6,8 @@
 #  2. with >= 2 GPUs: 1 GPU x 2 micro-batches vs 2 GPUs x 1 through the fork shortcut, torchrun (1 node, and
 #     2 "nodes" x 1 on loopback: the NCCL id crosses the Gloo channel), ZeRO-1, bucketed overlap: losses
 #     within the tolerance of gpu_check's dp stage (bf16), overlap == no overlap bit for bit, and the
-#     exposed collective time per step (comm_ms) and tokens/s per GPU printed.
+#     exposed collective time per step (comm_ms) and tokens/s per GPU printed; ZeRO-1 (sharded fp32 masters)
+#     in buckets with overlap_grad_reduce + overlap_param_gather == without overlap, bit for bit.
 #   DATA=.assets/data/corpus_fla  STEPS=20  OUT=dir (logs)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,6 +39,8 @@ trun() { # NAME NNODES NPROC ARGS...
 run w1_plain ./gdn train "${B[@]}" --metrics_file "$OUT/w1_plain.jsonl"
 run w1_flags ./gdn train "${B[@]}" --ddp_bucket_size 40000000 --overlap_grad_reduce --metrics_file "$OUT/w1_flags.jsonl"
 run w1_zero ./gdn train "${B[@]}" --use_distributed_optimizer --metrics_file "$OUT/w1_zero.jsonl"
+run w1_zero_overlap ./gdn train "${B[@]}" --use_distributed_optimizer --ddp_bucket_size 20000000 --overlap_grad_reduce \
+  --overlap_param_gather --metrics_file "$OUT/w1_zero_overlap.jsonl"
 
 NG=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$NG" -ge 2 ]; then
@@ -47,6 +50,11 @@ if [ "$NG" -ge 2 ]; then
   trun w2_zero 1 2 "${B[@]}" --use_distributed_optimizer --metrics_file "$OUT/w2_zero.jsonl"
   trun w2_buckets 1 2 "${B[@]}" --ddp_bucket_size 20000000 --metrics_file "$OUT/w2_buckets.jsonl"
   trun w2_overlap 1 2 "${B[@]}" --ddp_bucket_size 20000000 --overlap_grad_reduce --metrics_file "$OUT/w2_overlap.jsonl"
+  # ZeRO-1 with sharded fp32 masters (bf16: the all-gathered bf16 copy is what the forward reads), in buckets,
+  # overlapped with the backward and the next forward or not: the same bits
+  trun w2_zero_buckets 1 2 "${B[@]}" --use_distributed_optimizer --ddp_bucket_size 20000000 --metrics_file "$OUT/w2_zero_buckets.jsonl"
+  trun w2_zero_overlap 1 2 "${B[@]}" --use_distributed_optimizer --ddp_bucket_size 20000000 --overlap_grad_reduce \
+    --overlap_param_gather --metrics_file "$OUT/w2_zero_overlap.jsonl"
   if [ "$NG" -ge 4 ]; then
     trun w4_zero 1 4 "${B[@]}" --micro_batch_size 8 --use_distributed_optimizer --metrics_file "$OUT/w4_zero.jsonl"
     trun w4_overlap 1 4 "${B[@]}" --micro_batch_size 8 --overlap_grad_reduce --metrics_file "$OUT/w4_overlap.jsonl"
@@ -67,12 +75,13 @@ def load(name):
     return steps, statistics.median(r['ms_per_iter'] for r in logs), statistics.median(r['tokens_per_s'] for r in logs)
 ok = True
 base = load('w1_plain')
-for name in ('w1_flags', 'w1_zero'):
+for name in ('w1_flags', 'w1_zero', 'w1_zero_overlap'):
     got = load(name)
     same = got and all((got[0][k]['lm_loss'], got[0][k]['grad_norm']) == (base[0][k]['lm_loss'], base[0][k]['grad_norm']) for k in base[0])
     print(f'{name}: losses bit-identical to plain: {same}; ms/step {got[1]:.1f} vs {base[1]:.1f} ({100 * (got[1] / base[1] - 1):+.2f} %)')
     ok &= bool(same)
-for name in ('w2_fork', 'w2_torchrun', 'w2_nodes', 'w2_zero', 'w2_buckets', 'w2_overlap', 'w4_zero', 'w4_overlap'):
+for name in ('w2_fork', 'w2_torchrun', 'w2_nodes', 'w2_zero', 'w2_buckets', 'w2_overlap', 'w2_zero_buckets', 'w2_zero_overlap',
+             'w4_zero', 'w4_overlap'):
     got = load(name)
     if not got: continue
     l1, l2 = base[0], got[0]
@@ -86,6 +95,10 @@ b, o = load('w2_buckets'), load('w2_overlap')
 if b and o:
     same = all((b[0][k]['lm_loss'], b[0][k]['grad_norm']) == (o[0][k]['lm_loss'], o[0][k]['grad_norm']) for k in b[0])
     print(f'overlap == no overlap (2 GPUs, buckets of 20M): {same}'); ok &= same
+b, o = load('w2_zero_buckets'), load('w2_zero_overlap')
+if b and o:
+    same = all((b[0][k]['lm_loss'], b[0][k]['grad_norm']) == (o[0][k]['lm_loss'], o[0][k]['grad_norm']) for k in b[0])
+    print(f'ZeRO-1 overlapped (grad reduce + param gather) == not (2 GPUs, buckets of 20M): {same}'); ok &= same
 sys.exit(0 if ok else 1)
 PY
 [ $fail = 0 ] && echo "PASS: dist_check" || { echo "FAIL: dist_check"; exit 1; }
