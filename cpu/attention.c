@@ -44,8 +44,8 @@ void cpu_attn_qkv_fwd(void *Q_, void *K_, void *V_, int kv_bstride, const void *
     check_heads("attn_qkv_fwd", Ha, Hkv, d);
     CPU_REQUIRE(!(doc_start && pos), "attn_qkv_fwd", "doc_start with a KV-cache position (decoding has no documents)");
     int p0 = pos ? pos[0] : 0, Dq = Ha * d, Dkv = Hkv * d;
-    CPU_REQUIRE(p0 >= 0 && p0 + T <= kv_bstride, "attn_qkv_fwd", "positions %d..%d exceed the %d key rows per sequence",
-                p0, p0 + T - 1, kv_bstride);
+    CPU_REQUIRE(p0 >= 0 && T <= kv_bstride, "attn_qkv_fwd", "%d tokens exceed the %d key rows per sequence", T,
+                kv_bstride);
     float *Q = Q_, *K = K_, *V = V_;
     const float *P = P_;
 #pragma omp parallel for schedule(static)
@@ -54,7 +54,7 @@ void cpu_attn_qkv_fwd(void *Q_, void *K_, void *V_, int kv_bstride, const void *
         float c[512], s[512], x[1024];
         cpu_rope_cs(c, s, doc_start ? t - doc_start[n] : p0 + t, d, theta);
         const float *pr = P + (size_t)n * ldp;
-        size_t kr = ((size_t)b * kv_bstride + p0 + t) * Dkv;
+        size_t kr = ((size_t)b * kv_bstride + (p0 + t) % kv_bstride) * Dkv; // a ring when the window allows
         for (int j = 0; j < Ha + Hkv; j++) { // q heads, then k heads: bias, then rotate
             const float *src = pr + (size_t)j * d;
             for (int e = 0; e < d; e++) x[e] = src[e] + (bias ? bias[j * d + e] : 0.0f);
@@ -109,8 +109,9 @@ void cpu_attn_fwd(void *O_, float *lse, const void *Q_, const void *K_, const vo
     check_heads("attn_fwd", Ha, Hkv, d);
     CPU_REQUIRE(!(doc_start && pos), "attn_fwd", "doc_start with a KV-cache position (decoding has no documents)");
     int p0 = pos ? pos[0] : 0, g = Ha / Hkv, Dq = Ha * d, Dkv = Hkv * d;
-    CPU_REQUIRE(p0 >= 0 && p0 + T <= kv_bstride, "attn_fwd", "keys %d exceed the %d rows per sequence", p0 + T,
-                kv_bstride);
+    // the rows hold every key seen, or (a ring) the last kv_bstride, enough for the window
+    CPU_REQUIRE(p0 >= 0 && (p0 + T <= kv_bstride || (window > 0 && T + window - 1 <= kv_bstride)), "attn_fwd",
+                "keys %d (window %d) exceed the %d rows per sequence", p0 + T, window, kv_bstride);
     float *O = O_;
     const float *Q = Q_, *K = K_, *V = V_;
 #pragma omp parallel for schedule(static)
@@ -124,14 +125,14 @@ void cpu_attn_fwd(void *O_, float *lse, const void *Q_, const void *K_, const vo
             key_range(p0, t, window, doc_start ? doc_start[(size_t)b * T + t] : 0, &lo, &hi);
             float mx = -INFINITY;
             for (int tau = lo; tau <= hi; tau++) {
-                sc[tau] = scale * dotf(q, K + ((size_t)b * kv_bstride + tau) * Dkv + (size_t)c * d, d);
+                sc[tau] = scale * dotf(q, K + ((size_t)b * kv_bstride + tau % kv_bstride) * Dkv + (size_t)c * d, d);
                 if (sc[tau] > mx) mx = sc[tau];
             }
             float l = 0;
             for (int e = 0; e < d; e++) o[e] = 0;
             for (int tau = lo; tau <= hi; tau++) {
                 float p = expf(sc[tau] - mx);
-                const float *v = V + ((size_t)b * kv_bstride + tau) * Dkv + (size_t)c * d;
+                const float *v = V + ((size_t)b * kv_bstride + tau % kv_bstride) * Dkv + (size_t)c * d;
                 l += p;
                 for (int e = 0; e < d; e++) o[e] += p * v[e];
             }

@@ -29,7 +29,7 @@ template <typename T>
 __global__ void qkv_fwd_kernel(T *Q, T *K, T *V, int kvs, const T *P, int ldp, const float *bias, const int32_t *pos,
                                int Tn, int Ha, int Hkv, int d, float theta, const int32_t *ds) {
     const int n = blockIdx.x, b = n / Tn, t = n % Tn, h = d / 2, Dq = Ha * d, Dkv = Hkv * d;
-    const int row = (pos ? pos[0] : 0) + t, p = ds ? t - ds[n] : row; // cache row; RoPE position
+    const int p = ds ? t - ds[n] : (pos ? pos[0] : 0) + t, row = ((pos ? pos[0] : 0) + t) % kvs; // RoPE pos; ring row
     const T *pr = P + (size_t)n * ldp;
     const size_t kr = ((size_t)b * kvs + row) * Dkv;
     for (int idx = threadIdx.x; idx < (Ha + Hkv) * h; idx += blockDim.x) {
@@ -99,7 +99,7 @@ template <typename T, int R> __global__ void attn_fwd_kernel(AttnArgs a) {
 #pragma unroll
     for (int r = 0; r < R; r++) o[r] = 0.0f;
     for (int tau = lo; tau <= hi; tau++) {
-        const size_t kr = ((size_t)b * a.kvs + tau) * Dkv + (size_t)c * a.d;
+        const size_t kr = ((size_t)b * a.kvs + tau % a.kvs) * Dkv + (size_t)c * a.d; // a ring with a window
         float k[R], v[R];
         load_row<T, R>(k, (const T *)a.K + kr, a.d);
         load_row<T, R>(v, (const T *)a.V + kr, a.d);

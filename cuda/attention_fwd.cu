@@ -46,9 +46,10 @@ template <int D> __global__ void __launch_bounds__(TC_THREADS) fa_fwd_kernel(Att
     tile_load<FA_BR, D, L::LDS>(Qs, (const bf16 *)a.Q + ((size_t)b * a.T + t0) * Dq + (size_t)j * D, Dq, rows, D);
     cp_async_commit();
     auto load_kv = [&](int jb, int buf) {
-        const int k0 = jb * FA_BC, kr = min(FA_BC, Tk - k0);
-        tile_load<FA_BC, D, L::LDS>(Ks + buf * L::TILE, Kg + (size_t)k0 * Dkv, Dkv, kr, D);
-        tile_load<FA_BC, D, L::LDS>(Vs + buf * L::TILE, Vg + (size_t)k0 * Dkv, Dkv, kr, D);
+        // a ring cache (window) has a multiple of 64 rows, so a tile never wraps: it starts at row k0 mod kvs
+        const int k0 = jb * FA_BC, kr = min(FA_BC, Tk - k0), r0 = k0 % a.kvs;
+        tile_load<FA_BC, D, L::LDS>(Ks + buf * L::TILE, Kg + (size_t)r0 * Dkv, Dkv, kr, D);
+        tile_load<FA_BC, D, L::LDS>(Vs + buf * L::TILE, Vg + (size_t)r0 * Dkv, Dkv, kr, D);
         cp_async_commit();
     };
     load_kv(jb0, 0);

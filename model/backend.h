@@ -143,8 +143,9 @@ typedef struct Backend {
                               int N, int HV, int dv);
 
     // ---- softmax attention of a hybrid's attention blocks (spec hybrid.md §2). Query head j reads KV head
-    // j / (Ha/Hkv); head dim d. Keys and values of sequence b are rows b*kv_bstride + tau of K and V (training:
-    // kv_bstride = T; decoding: the KV cache, kv_bstride = its capacity). pos (backend memory, [1]; NULL = 0):
+    // j / (Ha/Hkv); head dim d. Keys and values of sequence b are rows b*kv_bstride + (tau mod kv_bstride) of K and V
+    // (training: kv_bstride = T; decoding: the KV cache, kv_bstride = its capacity; with a window the cache is a ring
+    // holding the last kv_bstride >= T + w - 1 positions, and kv_bstride is then a multiple of 64). pos (backend memory, [1]; NULL = 0):
     // tokens each sequence saw before this call (all alike), so the T new tokens sit at positions pos..pos+T-1 and
     // query t attends keys tau <= pos+t, and with window w > 0 only tau > pos+t-w.
     // P [N, ldp] = the fused projection [q|k|v] (Ha*d + 2*Hkv*d columns), bias fp32 [Ha*d + 2*Hkv*d] or NULL:

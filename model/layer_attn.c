@@ -95,23 +95,37 @@ static void state_free(Model *m, int l, LayerState *ls) {
     m->be->free(st->pos);
 }
 
-// Room in the KV cache for T more tokens per sequence: the capacity doubles (rows copied over), which moves
-// the cache, so the caller drops a recorded decode graph.
+// Room in the KV cache for T more tokens per sequence: the capacity doubles from 256 rows (rows copied over),
+// which moves the cache, so the caller drops a recorded decode graph. With a window w the cache is a ring
+// (position p in row p mod cap, backend.h): it needs only the last w - 1 positions plus the T new ones, so it
+// stops growing at the first power-of-two multiple of 256 >= w - 1 + T (memory O(w), as FLA trims its cache);
+// capacities stay multiples of 64, as the tensor-core kernels' ring tiles need.
 static int state_grow(Model *m, int l, int B, int T, LayerState *ls) {
     (void)l;
     const Backend *be = m->be;
     AttnState *st = &ls->attn;
+    const int w = m->d.window;
+    const int need = w > 0 && w - 1 + T < st->len + T ? w - 1 + T : st->len + T;
     int moved = 0;
-    if (st->len + T > st->cap) {
+    if (need > st->cap) {
         int cap = st->cap ? st->cap : 256;
-        while (cap < st->len + T) cap *= 2;
+        while (cap < need) cap *= 2;
         size_t row = (size_t)m->d.Dkv * be->act_bytes;
+        // the positions the old cache holds: all seen, or (a ring) its last cap
+        const int keep0 = st->len > st->cap ? st->len - st->cap : 0;
         void **c[2] = {&st->kc, &st->vc};
         for (int i = 0; i < 2; i++) {
             void *n = be->alloc((size_t)B * cap * row);
             for (int b = 0; b < B && *c[i]; b++)
-                be->memcpy_d2d((char *)n + (size_t)b * cap * row, (char *)*c[i] + (size_t)b * st->cap * row,
-                               (size_t)st->len * row);
+                for (int p = keep0; p < st->len;) { // runs contiguous in both layouts
+                    const int ro = p % st->cap, rn = p % cap;
+                    int run = st->len - p;
+                    if (run > st->cap - ro) run = st->cap - ro;
+                    if (run > cap - rn) run = cap - rn;
+                    be->memcpy_d2d((char *)n + ((size_t)b * cap + rn) * row,
+                                   (char *)*c[i] + ((size_t)b * st->cap + ro) * row, (size_t)run * row);
+                    p += run;
+                }
             if (*c[i]) be->free(*c[i]);
             *c[i] = n;
         }

@@ -998,7 +998,8 @@ static void cases_matmul_bias(Rng *g, int M, int N, int K, int pad, int exact) {
     }
 }
 
-// Attention cases of issues 14/21 (packed documents; the d = 128 tensor-core backward; the biased q|k|v GEMM), kept
+// Attention cases of issues 14/21 (packed documents; the d = 128 tensor-core backward; the biased q|k|v GEMM; the
+// ring KV cache), kept
 // apart with their own random stream so the cases before and after them draw what they drew before.
 static void cases_attention_packed_and_d128(void) {
     Rng g = {20261202};
@@ -1012,6 +1013,10 @@ static void cases_attention_packed_and_d128(void) {
     cases_attention(&g, (AttnShape){1, 400, 2, 1, 128, 0, 0, 0, 0, 0, 0, 2});  // d = 128, many documents
     cases_attention(&g, (AttnShape){1, 150, 4, 2, 128, 0, 0, 0, 1, 0, 0, 0});  // d = 128 backward: GQA 2, partial tile
     cases_attention(&g, (AttnShape){1, 200, 2, 1, 128, 50, 0, 0, 0, 0, 0, 0}); // d = 128 backward: window skips
+    // a windowed KV cache is a ring (row = position mod kv rows): a decode step past the capacity, and a prefill
+    // chunk whose rows wrap (tensor cores: 64-row tiles of a 128-row ring)
+    cases_attention(&g, (AttnShape){2, 1, 4, 2, 32, 20, 300, 256, 0, 0, 0, 0});
+    cases_attention(&g, (AttnShape){1, 40, 2, 1, 64, 30, 500, 128, 1, 0, 0, 0});
 }
 
 static void cases_lmhead(Rng *g, int N, int h, int V, int with_grad, int chunk_rows, int big) {
