@@ -4,6 +4,9 @@
 // max-subtracted softmax; the backward recomputes P from the saved logsumexp (FlashAttention's recipe).
 // Determinism: the backward runs one task per (sequence, KV head), which owns that head's dK/dV rows and
 // its query heads' dQ rows, and visits query heads and tokens in order.
+// Packed documents (doc_start, backend.h): as FLA's varlen path (fla/layers/attn.py passes cu_seqlens both to
+// its RotaryEmbedding, whose kernel (fla/modules/rotary.py) indexes cos/sin by the offset inside the sequence,
+// and to flash_attn_varlen_func): RoPE positions restart at each document and attention stays inside it.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,20 +40,21 @@ static void check_heads(const char *op, int Ha, int Hkv, int d) {
 }
 
 void cpu_attn_qkv_fwd(void *Q_, void *K_, void *V_, int kv_bstride, const void *P_, int ldp, const float *bias,
-                      const int32_t *pos, int B, int T, int Ha, int Hkv, int d, float theta) {
+                      const int32_t *pos, int B, int T, int Ha, int Hkv, int d, float theta, const int32_t *doc_start) {
     check_heads("attn_qkv_fwd", Ha, Hkv, d);
+    CPU_REQUIRE(!(doc_start && pos), "attn_qkv_fwd", "doc_start with a KV-cache position (decoding has no documents)");
     int p0 = pos ? pos[0] : 0, Dq = Ha * d, Dkv = Hkv * d;
-    CPU_REQUIRE(p0 >= 0 && p0 + T <= kv_bstride, "attn_qkv_fwd", "positions %d..%d exceed the %d key rows per sequence",
-                p0, p0 + T - 1, kv_bstride);
+    CPU_REQUIRE(p0 >= 0 && T <= kv_bstride, "attn_qkv_fwd", "%d tokens exceed the %d key rows per sequence", T,
+                kv_bstride);
     float *Q = Q_, *K = K_, *V = V_;
     const float *P = P_;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < B * T; n++) {
         int b = n / T, t = n % T;
         float c[512], s[512], x[1024];
-        cpu_rope_cs(c, s, p0 + t, d, theta);
+        cpu_rope_cs(c, s, doc_start ? t - doc_start[n] : p0 + t, d, theta);
         const float *pr = P + (size_t)n * ldp;
-        size_t kr = ((size_t)b * kv_bstride + p0 + t) * Dkv;
+        size_t kr = ((size_t)b * kv_bstride + (p0 + t) % kv_bstride) * Dkv; // a ring when the window allows
         for (int j = 0; j < Ha + Hkv; j++) { // q heads, then k heads: bias, then rotate
             const float *src = pr + (size_t)j * d;
             for (int e = 0; e < d; e++) x[e] = src[e] + (bias ? bias[j * d + e] : 0.0f);
@@ -62,7 +66,7 @@ void cpu_attn_qkv_fwd(void *Q_, void *K_, void *V_, int kv_bstride, const void *
 }
 
 void cpu_attn_qkv_bwd(void *dP_, int lddp, float *dbias, const void *dQ_, const void *dK_, const void *dV_, int B,
-                      int T, int Ha, int Hkv, int d, float theta) {
+                      int T, int Ha, int Hkv, int d, float theta, const int32_t *doc_start) {
     check_heads("attn_qkv_bwd", Ha, Hkv, d);
     int Dq = Ha * d, Dkv = Hkv * d, N = B * T;
     float *dP = dP_;
@@ -70,7 +74,7 @@ void cpu_attn_qkv_bwd(void *dP_, int lddp, float *dbias, const void *dQ_, const 
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float c[512], s[512];
-        cpu_rope_cs(c, s, n % T, d, theta);
+        cpu_rope_cs(c, s, n % T - (doc_start ? doc_start[n] : 0), d, theta);
         float *pr = dP + (size_t)n * lddp;
         for (int j = 0; j < Ha; j++) rope_head(pr + (size_t)j * d, dQ + (size_t)n * Dq + (size_t)j * d, c, s, d, 1);
         for (int j = 0; j < Hkv; j++)
@@ -92,18 +96,22 @@ static inline float dotf(const float *a, const float *b, int d) {
     return s;
 }
 
-// Keys [lo, hi] that query t (position p0+t) sees.
-static inline void key_range(int p0, int t, int window, int *lo, int *hi) {
+// Keys [lo, hi] that query t (position p0+t) sees; ds: where its document starts (0 without documents).
+static inline void key_range(int p0, int t, int window, int ds, int *lo, int *hi) {
     *hi = p0 + t;
     *lo = window > 0 && *hi - window + 1 > 0 ? *hi - window + 1 : 0;
+    if (ds > *lo) *lo = ds;
 }
 
 void cpu_attn_fwd(void *O_, float *lse, const void *Q_, const void *K_, const void *V_, int kv_bstride,
-                  const int32_t *pos, int B, int T, int Ha, int Hkv, int d, int window, float scale) {
+                  const int32_t *pos, int B, int T, int Ha, int Hkv, int d, int window, float scale,
+                  const int32_t *doc_start) {
     check_heads("attn_fwd", Ha, Hkv, d);
+    CPU_REQUIRE(!(doc_start && pos), "attn_fwd", "doc_start with a KV-cache position (decoding has no documents)");
     int p0 = pos ? pos[0] : 0, g = Ha / Hkv, Dq = Ha * d, Dkv = Hkv * d;
-    CPU_REQUIRE(p0 >= 0 && p0 + T <= kv_bstride, "attn_fwd", "keys %d exceed the %d rows per sequence", p0 + T,
-                kv_bstride);
+    // the rows hold every key seen, or (a ring) the last kv_bstride, enough for the window
+    CPU_REQUIRE(p0 >= 0 && (p0 + T <= kv_bstride || (window > 0 && T + window - 1 <= kv_bstride)), "attn_fwd",
+                "keys %d (window %d) exceed the %d rows per sequence", p0 + T, window, kv_bstride);
     float *O = O_;
     const float *Q = Q_, *K = K_, *V = V_;
 #pragma omp parallel for schedule(static)
@@ -114,17 +122,17 @@ void cpu_attn_fwd(void *O_, float *lse, const void *Q_, const void *K_, const vo
             const float *q = Q + ((size_t)b * T + t) * Dq + (size_t)j * d;
             float *o = O + ((size_t)b * T + t) * Dq + (size_t)j * d;
             int lo, hi;
-            key_range(p0, t, window, &lo, &hi);
+            key_range(p0, t, window, doc_start ? doc_start[(size_t)b * T + t] : 0, &lo, &hi);
             float mx = -INFINITY;
             for (int tau = lo; tau <= hi; tau++) {
-                sc[tau] = scale * dotf(q, K + ((size_t)b * kv_bstride + tau) * Dkv + (size_t)c * d, d);
+                sc[tau] = scale * dotf(q, K + ((size_t)b * kv_bstride + tau % kv_bstride) * Dkv + (size_t)c * d, d);
                 if (sc[tau] > mx) mx = sc[tau];
             }
             float l = 0;
             for (int e = 0; e < d; e++) o[e] = 0;
             for (int tau = lo; tau <= hi; tau++) {
                 float p = expf(sc[tau] - mx);
-                const float *v = V + ((size_t)b * kv_bstride + tau) * Dkv + (size_t)c * d;
+                const float *v = V + ((size_t)b * kv_bstride + tau % kv_bstride) * Dkv + (size_t)c * d;
                 l += p;
                 for (int e = 0; e < d; e++) o[e] += p * v[e];
             }
@@ -136,7 +144,8 @@ void cpu_attn_fwd(void *O_, float *lse, const void *Q_, const void *K_, const vo
 }
 
 void cpu_attn_bwd(void *dQ_, void *dK_, void *dV_, const void *dO_, const void *Q_, const void *K_, const void *V_,
-                  const void *O_, const float *lse, int B, int T, int Ha, int Hkv, int d, int window, float scale) {
+                  const void *O_, const float *lse, int B, int T, int Ha, int Hkv, int d, int window, float scale,
+                  const int32_t *doc_start) {
     check_heads("attn_bwd", Ha, Hkv, d);
     int g = Ha / Hkv, Dq = Ha * d, Dkv = Hkv * d;
     float *dQ = dQ_, *dK = dK_, *dV = dV_;
@@ -154,7 +163,7 @@ void cpu_attn_bwd(void *dQ_, void *dK_, void *dV_, const void *dO_, const void *
                 const float *q = Q + qr, *dout = dO + qr;
                 float *dq = dQ + qr, L = lse[((size_t)b * Ha + j) * T + t], D = dotf(dout, O + qr, d);
                 int lo, hi;
-                key_range(0, t, window, &lo, &hi);
+                key_range(0, t, window, doc_start ? doc_start[(size_t)b * T + t] : 0, &lo, &hi);
                 for (int e = 0; e < d; e++) dq[e] = 0;
                 for (int tau = lo; tau <= hi; tau++) {
                     size_t kr = ((size_t)b * T + tau) * Dkv + (size_t)c * d;

@@ -75,6 +75,7 @@ static const Backend cpu_backend = {
     .rmsnorm_fwd = cpu_rmsnorm_fwd,
     .rmsnorm_bwd = cpu_rmsnorm_bwd,
     .matmul_fwd = cpu_matmul_fwd,
+    .matmul_bias_fwd = cpu_matmul_bias_fwd,
     .matmul_bwd = cpu_matmul_bwd,
     .conv_silu_fwd = cpu_conv_silu_fwd,
     .conv_silu_bwd = cpu_conv_silu_bwd,

@@ -63,6 +63,7 @@ void cpu_gated_rmsnorm_bwd(void *do_, int lddo, void *dz, int lddz, float *dw, c
 void cpu_gemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
               int ldb, float beta, float *C, int ldc);
 void cpu_matmul_fwd(void *y, int ldy, const void *x, int ldx, const void *W, int M, int N, int K, int accumulate);
+void cpu_matmul_bias_fwd(void *y, int ldy, const void *x, int ldx, const void *W, const void *bias, int M, int N, int K);
 void cpu_matmul_bwd(void *dx, int lddx, float *dW, const void *dy, int lddy, const void *x, int ldx, const void *W,
                     int M, int N, int K, int accumulate_dx);
 
@@ -99,13 +100,15 @@ void cpu_sum_gva_groups(float *dq, float *dK, int lddqk, const float *dqs, const
 
 // ---- softmax attention of hybrid blocks: RoPE'd q|k|v, causal/windowed GQA attention (cpu/attention.c)
 void cpu_attn_qkv_fwd(void *Q, void *K, void *V, int kv_bstride, const void *P, int ldp, const float *bias,
-                      const int32_t *pos, int B, int T, int Ha, int Hkv, int d, float theta);
+                      const int32_t *pos, int B, int T, int Ha, int Hkv, int d, float theta, const int32_t *doc_start);
 void cpu_attn_qkv_bwd(void *dP, int lddp, float *dbias, const void *dQ, const void *dK, const void *dV, int B, int T,
-                      int Ha, int Hkv, int d, float theta);
+                      int Ha, int Hkv, int d, float theta, const int32_t *doc_start);
 void cpu_attn_fwd(void *O, float *lse, const void *Q, const void *K, const void *V, int kv_bstride,
-                  const int32_t *pos, int B, int T, int Ha, int Hkv, int d, int window, float scale);
+                  const int32_t *pos, int B, int T, int Ha, int Hkv, int d, int window, float scale,
+                  const int32_t *doc_start);
 void cpu_attn_bwd(void *dQ, void *dK, void *dV, const void *dO, const void *Q, const void *K, const void *V,
-                  const void *O, const float *lse, int B, int T, int Ha, int Hkv, int d, int window, float scale);
+                  const void *O, const float *lse, int B, int T, int Ha, int Hkv, int d, int window, float scale,
+                  const int32_t *doc_start);
 void cpu_pos_advance(int32_t *pos, int n);
 // RoPE cos/sin of position p for pairs i < d/2, fp32 as FLA computes them (shared with the CUDA twins' tests)
 void cpu_rope_cs(float *c, float *s, int p, int d, float theta);

@@ -67,6 +67,18 @@ void cpu_matmul_fwd(void *y, int ldy, const void *x, int ldx, const void *W, int
     cpu_gemm(0, 1, M, N, K, 1.0f, x, ldx, W, K, accumulate ? 1.0f : 0.0f, y, ldy);
 }
 
+// y[M,N] = x[M,K] . W[N,K]^T + bias[N]: the fp32 GEMM, then the bias added (fp32 has no rounding to fuse)
+void cpu_matmul_bias_fwd(void *y, int ldy, const void *x, int ldx, const void *W, const void *bias, int M, int N,
+                         int K) {
+    CPU_REQUIRE(bias, "matmul_bias_fwd", "NULL bias");
+    cpu_matmul_fwd(y, ldy, x, ldx, W, M, N, K, 0);
+    float *Y = y;
+    const float *b = bias;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++) Y[(size_t)r * ldy + c] += b[c];
+}
+
 // dx[M,K] = dy[M,N] . W[N,K] (+= if accumulate_dx); dW[N,K] += dy^T . x. dx or dW may be NULL.
 void cpu_matmul_bwd(void *dx, int lddx, float *dW, const void *dy, int lddy, const void *x, int ldx, const void *W,
                     int M, int N, int K, int accumulate_dx) {

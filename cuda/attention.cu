@@ -3,13 +3,15 @@
 // (fwd/bwd) and the KV-cache position counter. Twins of cpu/attention.c.
 //
 // Attention (fp32 mode, decode steps, other head dims; bf16 prefill/training use the FlashAttention
-// kernels of attention_fwd.cu (d 64, 128) and attention_bwd.cu (d 64)): one warp per query row (b, head j, token t); lane l holds head elements l, l+32, .. (d <= 128),
+// kernels of attention_fwd.cu and attention_bwd.cu, d 64 and 128): one warp per query row (b, head j, token t); lane l holds head elements l, l+32, .. (d <= 128),
 // keys visited in order with the online softmax (fp32 m, l, o). Decoding reads the cache length from
 // device memory (pos), so a recorded graph replays correctly as the cache grows.
 // Backward, deterministic with no atomics (FLA parallel_attn's split, spec §4.3): the dQ kernel (one warp
 // per query row, also writes D = rowsum(dO * O)), then the dK/dV kernel (one warp per key row and KV head,
 // visiting the group's query heads and the rows that see the key in order).
 // bf16 mode: inputs bf16, all arithmetic fp32, outputs rounded once; RoPE tables rounded to bf16 as FLA's.
+// Packed documents (doc_start, backend.h): RoPE positions t - doc_start[t]; query t sees keys from doc_start[t]
+// on (FLA's varlen path: cpu/attention.c says where FLA does it).
 #include "cuda/attention.cuh"
 
 namespace {
@@ -25,11 +27,11 @@ template <typename T> __device__ __forceinline__ void rope_cs(float &c, float &s
 // grid (N), block 128: Q and K rows rotated, the V row copied (+ bias); K/V rows at the cache position.
 template <typename T>
 __global__ void qkv_fwd_kernel(T *Q, T *K, T *V, int kvs, const T *P, int ldp, const float *bias, const int32_t *pos,
-                               int Tn, int Ha, int Hkv, int d, float theta) {
+                               int Tn, int Ha, int Hkv, int d, float theta, const int32_t *ds) {
     const int n = blockIdx.x, b = n / Tn, t = n % Tn, h = d / 2, Dq = Ha * d, Dkv = Hkv * d;
-    const int p = (pos ? pos[0] : 0) + t;
+    const int p = ds ? t - ds[n] : (pos ? pos[0] : 0) + t, row = ((pos ? pos[0] : 0) + t) % kvs; // RoPE pos; ring row
     const T *pr = P + (size_t)n * ldp;
-    const size_t kr = ((size_t)b * kvs + p) * Dkv;
+    const size_t kr = ((size_t)b * kvs + row) * Dkv;
     for (int idx = threadIdx.x; idx < (Ha + Hkv) * h; idx += blockDim.x) {
         const int j = idx / h, i = idx % h, c0 = j * d + i;
         const float x1 = to_f(pr[c0]) + (bias ? bias[c0] : 0.0f), x2 = to_f(pr[c0 + h]) + (bias ? bias[c0 + h] : 0.0f);
@@ -46,8 +48,8 @@ __global__ void qkv_fwd_kernel(T *Q, T *K, T *V, int kvs, const T *P, int ldp, c
 // grid (N), block 128: the transposed rotation of dQ, dK into dP; dV copied.
 template <typename T>
 __global__ void qkv_bwd_kernel(T *dP, int lddp, const T *dQ, const T *dK, const T *dV, int Tn, int Ha, int Hkv, int d,
-                               float theta) {
-    const int n = blockIdx.x, t = n % Tn, h = d / 2, Dq = Ha * d, Dkv = Hkv * d;
+                               float theta, const int32_t *ds) {
+    const int n = blockIdx.x, t = n % Tn - (ds ? ds[n] : 0), h = d / 2, Dq = Ha * d, Dkv = Hkv * d; // t: RoPE position
     T *pr = dP + (size_t)n * lddp;
     for (int idx = threadIdx.x; idx < (Ha + Hkv) * h; idx += blockDim.x) {
         const int j = idx / h, i = idx % h;
@@ -89,14 +91,15 @@ template <typename T, int R> __global__ void attn_fwd_kernel(AttnArgs a) {
     const int t = blockIdx.x * AT_WARPS + (threadIdx.x >> 5), j = blockIdx.y, b = blockIdx.z;
     if (t >= a.T) return;
     const int g = a.Ha / a.Hkv, c = j / g, Dq = a.Ha * a.d, Dkv = a.Hkv * a.d, l = threadIdx.x & 31;
-    const int hi = (a.pos ? a.pos[0] : 0) + t, lo = a.window > 0 && hi - a.window + 1 > 0 ? hi - a.window + 1 : 0;
+    const int hi = (a.pos ? a.pos[0] : 0) + t;
+    const int lo = max(a.window > 0 && hi - a.window + 1 > 0 ? hi - a.window + 1 : 0, a.ds ? a.ds[b * a.T + t] : 0);
     const size_t qr = ((size_t)b * a.T + t) * Dq + (size_t)j * a.d;
     float q[R], o[R], m = -INFINITY, sum = 0.0f;
     load_row<T, R>(q, (const T *)a.Q + qr, a.d);
 #pragma unroll
     for (int r = 0; r < R; r++) o[r] = 0.0f;
     for (int tau = lo; tau <= hi; tau++) {
-        const size_t kr = ((size_t)b * a.kvs + tau) * Dkv + (size_t)c * a.d;
+        const size_t kr = ((size_t)b * a.kvs + tau % a.kvs) * Dkv + (size_t)c * a.d; // a ring with a window
         float k[R], v[R];
         load_row<T, R>(k, (const T *)a.K + kr, a.d);
         load_row<T, R>(v, (const T *)a.V + kr, a.d);
@@ -118,7 +121,7 @@ template <typename T, int R> __global__ void attn_bwd_dq_kernel(AttnArgs a) {
     const int t = blockIdx.x * AT_WARPS + (threadIdx.x >> 5), j = blockIdx.y, b = blockIdx.z;
     if (t >= a.T) return;
     const int g = a.Ha / a.Hkv, c = j / g, Dq = a.Ha * a.d, Dkv = a.Hkv * a.d, l = threadIdx.x & 31;
-    const int lo = a.window > 0 && t - a.window + 1 > 0 ? t - a.window + 1 : 0;
+    const int lo = max(a.window > 0 && t - a.window + 1 > 0 ? t - a.window + 1 : 0, a.ds ? a.ds[b * a.T + t] : 0);
     const size_t qr = ((size_t)b * a.T + t) * Dq + (size_t)j * a.d, sr = ((size_t)b * a.Ha + j) * a.T + t;
     float q[R], dout[R], ov[R], dq[R];
     load_row<T, R>(q, (const T *)a.Q + qr, a.d);
@@ -157,6 +160,7 @@ template <typename T, int R> __global__ void attn_bwd_dkv_kernel(AttnArgs a) {
     for (int r = 0; r < R; r++) dk[r] = dv[r] = 0.0f;
     for (int j = c * g; j < (c + 1) * g; j++)
         for (int t = tau; t <= t_end; t++) {
+            if (a.ds && a.ds[b * a.T + t] > tau) break; // doc_start is nondecreasing: the key's document ended
             const size_t qr = ((size_t)b * a.T + t) * Dq + (size_t)j * a.d, sr = ((size_t)b * a.Ha + j) * a.T + t;
             float q[R], dout[R];
             load_row<T, R>(q, (const T *)a.Q + qr, a.d);
@@ -197,22 +201,24 @@ void check_heads(const char *op, int B, int T, int Ha, int Hkv, int d) {
 
 template <typename T>
 static void cu_attn_qkv_fwd(void *Q, void *K, void *V, int kvs, const void *P, int ldp, const float *bias,
-                            const int32_t *pos, int B, int T_, int Ha, int Hkv, int d, float theta) {
+                            const int32_t *pos, int B, int T_, int Ha, int Hkv, int d, float theta,
+                            const int32_t *doc_start) {
     check_heads("attn_qkv_fwd", B, T_, Ha, Hkv, d);
+    CU_REQUIRE(!(doc_start && pos), "attn_qkv_fwd", "doc_start with a KV-cache position (decoding has no documents)");
     CU_REQUIRE(Q && K && V && P && ldp >= (Ha + 2 * Hkv) * d && kvs >= T_, "attn_qkv_fwd",
                "NULL pointer or bad stride (ldp %d, kv rows %d, T %d)", ldp, kvs, T_);
     cu_launch("attn_qkv_fwd", qkv_fwd_kernel<T>, dim3(B * T_), dim3(128), 0, (T *)Q, (T *)K, (T *)V, kvs, (const T *)P,
-              ldp, bias, pos, T_, Ha, Hkv, d, theta);
+              ldp, bias, pos, T_, Ha, Hkv, d, theta, doc_start);
 }
 
 template <typename T>
 static void cu_attn_qkv_bwd(void *dP, int lddp, float *dbias, const void *dQ, const void *dK, const void *dV, int B,
-                            int T_, int Ha, int Hkv, int d, float theta) {
+                            int T_, int Ha, int Hkv, int d, float theta, const int32_t *doc_start) {
     check_heads("attn_qkv_bwd", B, T_, Ha, Hkv, d);
     const int W = (Ha + 2 * Hkv) * d;
     CU_REQUIRE(dP && dQ && dK && dV && lddp >= W, "attn_qkv_bwd", "NULL pointer or ldp %d < %d", lddp, W);
     cu_launch("attn_qkv_bwd", qkv_bwd_kernel<T>, dim3(B * T_), dim3(128), 0, (T *)dP, lddp, (const T *)dQ,
-              (const T *)dK, (const T *)dV, T_, Ha, Hkv, d, theta);
+              (const T *)dK, (const T *)dV, T_, Ha, Hkv, d, theta, doc_start);
     if (dbias)
         cu_launch("attn_qkv_bwd dbias", dbias_kernel<T>, dim3(cu_blocks(W, 128)), dim3(128), 0, dbias, (const T *)dP,
                   lddp, B * T_, W);
@@ -220,12 +226,13 @@ static void cu_attn_qkv_bwd(void *dP, int lddp, float *dbias, const void *dQ, co
 
 template <typename T>
 static void cu_attn_fwd(void *O, float *lse, const void *Q, const void *K, const void *V, int kvs, const int32_t *pos,
-                        int B, int T_, int Ha, int Hkv, int d, int window, float scale) {
+                        int B, int T_, int Ha, int Hkv, int d, int window, float scale, const int32_t *doc_start) {
     check_heads("attn_fwd", B, T_, Ha, Hkv, d);
+    CU_REQUIRE(!(doc_start && pos), "attn_fwd", "doc_start with a KV-cache position (decoding has no documents)");
     CU_REQUIRE(O && Q && K && V && kvs >= T_ && window >= 0, "attn_fwd", "NULL pointer, kv rows %d < T %d or window %d",
                kvs, T_, window);
     AttnArgs a = {};
-    a.Q = Q, a.K = K, a.V = V, a.Oout = O, a.lse_out = lse, a.pos = pos;
+    a.Q = Q, a.K = K, a.V = V, a.Oout = O, a.lse_out = lse, a.pos = pos, a.ds = doc_start;
     a.kvs = kvs, a.B = B, a.T = T_, a.Ha = Ha, a.Hkv = Hkv, a.d = d, a.window = window, a.scale = scale;
     // tensor cores for bf16 prefill/training; decode steps (a few rows) and fp32 take the warp-per-row kernel
     static const char *force = getenv("GDN_CUDA_ATTN"); // "simple": always the CUDA-core kernels (comparisons)
@@ -239,12 +246,12 @@ static void cu_attn_fwd(void *O, float *lse, const void *Q, const void *K, const
 template <typename T>
 static void cu_attn_bwd(void *dQ, void *dK, void *dV, const void *dO, const void *Q, const void *K, const void *V,
                         const void *O, const float *lse, int B, int T_, int Ha, int Hkv, int d, int window,
-                        float scale) {
+                        float scale, const int32_t *doc_start) {
     check_heads("attn_bwd", B, T_, Ha, Hkv, d);
     CU_REQUIRE(dQ && dK && dV && dO && Q && K && V && O && lse && window >= 0, "attn_bwd", "NULL pointer or window %d",
                window);
     AttnArgs a = {};
-    a.Q = Q, a.K = K, a.V = V, a.O = O, a.dO = dO, a.lse = lse, a.dQ = dQ, a.dK = dK, a.dV = dV;
+    a.Q = Q, a.K = K, a.V = V, a.O = O, a.dO = dO, a.lse = lse, a.dQ = dQ, a.dK = dK, a.dV = dV, a.ds = doc_start;
     a.kvs = T_, a.B = B, a.T = T_, a.Ha = Ha, a.Hkv = Hkv, a.d = d, a.window = window, a.scale = scale;
     a.D = (float *)cu_scratch((size_t)B * Ha * T_ * sizeof(float), "attn_bwd");
     static const char *force = getenv("GDN_CUDA_ATTN");

@@ -10,6 +10,8 @@ struct AttnArgs {
     void *Oout, *dQ, *dK, *dV;
     float *lse_out, *D; // lse written by the forward (may be NULL); D = rowsum(dO * O) [B, Ha, T] (backward)
     const int32_t *pos; // tokens seen before the call (device), NULL = 0
+    const int32_t *ds;  // [B*T] packed documents (backend.h doc_start; only with pos NULL), NULL = none:
+                        // query t sees keys tau >= ds[t] only
     int kvs, B, T, Ha, Hkv, d, window;
     float scale;
 };
@@ -17,6 +19,6 @@ struct AttnArgs {
 // FlashAttention-2 forward on bf16 tensor cores (attention_fwd.cu): d = 64 or 128, any T, pos, window, GQA.
 bool attn_fa_supported(int d);
 void attn_fa_fwd(const AttnArgs &a);
-// FlashAttention-2 backward on bf16 tensor cores (attention_bwd.cu): d = 64; a.D is scratch [B, Ha, T].
+// FlashAttention-2 backward on bf16 tensor cores (attention_bwd.cu): d = 64 or 128; a.D is scratch [B, Ha, T].
 bool attn_fa_bwd_supported(int d);
 void attn_fa_bwd(const AttnArgs &a);

@@ -11,6 +11,8 @@
 // The row statistics live in the 4 lanes of a quad (each holds 2 rows x 16 columns of S): row max by two
 // shuffles per block; l stays per lane and is summed over the quad at the end, as FA does.
 // KV-cache calls (pos > 0): keys of sequence b are rows b*kvs + tau, tau < pos + T (bottom-right causal).
+// Packed documents (a.ds): key blocks wholly before the block's earliest document start (its first row's, as
+// doc_start never decreases along a row) are skipped; inside, keys before a row's document start are masked.
 #include "cuda/attention.cuh"
 #include "cuda/delta_rule.cuh"
 
@@ -36,16 +38,18 @@ template <int D> __global__ void __launch_bounds__(TC_THREADS) fa_fwd_kernel(Att
     // key blocks [jb0, jb1): the last row sees keys up to p0 + t0 + rows - 1; the first row's window starts
     // at p0 + t0 - w + 1
     const int jb1 = (min(Tk, p0 + t0 + rows) + FA_BC - 1) / FA_BC;
-    const int jb0 = a.window > 0 ? max(0, p0 + t0 - a.window + 1) / FA_BC : 0;
+    const int ds0 = a.ds ? a.ds[(size_t)b * a.T + t0] : 0;
+    const int jb0 = max(a.window > 0 ? max(0, p0 + t0 - a.window + 1) / FA_BC : 0, ds0 / FA_BC);
     const bf16 *Kg = (const bf16 *)a.K + (size_t)b * a.kvs * Dkv + (size_t)c * D;
     const bf16 *Vg = (const bf16 *)a.V + (size_t)b * a.kvs * Dkv + (size_t)c * D;
 
     tile_load<FA_BR, D, L::LDS>(Qs, (const bf16 *)a.Q + ((size_t)b * a.T + t0) * Dq + (size_t)j * D, Dq, rows, D);
     cp_async_commit();
     auto load_kv = [&](int jb, int buf) {
-        const int k0 = jb * FA_BC, kr = min(FA_BC, Tk - k0);
-        tile_load<FA_BC, D, L::LDS>(Ks + buf * L::TILE, Kg + (size_t)k0 * Dkv, Dkv, kr, D);
-        tile_load<FA_BC, D, L::LDS>(Vs + buf * L::TILE, Vg + (size_t)k0 * Dkv, Dkv, kr, D);
+        // a ring cache (window) has a multiple of 64 rows, so a tile never wraps: it starts at row k0 mod kvs
+        const int k0 = jb * FA_BC, kr = min(FA_BC, Tk - k0), r0 = k0 % a.kvs;
+        tile_load<FA_BC, D, L::LDS>(Ks + buf * L::TILE, Kg + (size_t)r0 * Dkv, Dkv, kr, D);
+        tile_load<FA_BC, D, L::LDS>(Vs + buf * L::TILE, Vg + (size_t)r0 * Dkv, Dkv, kr, D);
         cp_async_commit();
     };
     load_kv(jb0, 0);
@@ -56,6 +60,9 @@ template <int D> __global__ void __launch_bounds__(TC_THREADS) fa_fwd_kernel(Att
     uint32_t qa[KS][4];
     // this lane's two query positions (rows g and g + 8 of the warp's 16)
     const int tq[2] = {p0 + t0 + R0 + (lane >> 2), p0 + t0 + R0 + (lane >> 2) + 8};
+    int dsq[2] = {0, 0}; // and where their documents start (rows past T: clamped, masked at the store)
+    if (a.ds)
+        for (int h = 0; h < 2; h++) dsq[h] = a.ds[(size_t)b * a.T + min(t0 + R0 + (lane >> 2) + 8 * h, a.T - 1)];
     for (int jb = jb0; jb < jb1; jb++) {
         const int buf = (jb - jb0) & 1;
         if (jb + 1 < jb1) load_kv(jb + 1, buf ^ 1);
@@ -75,7 +82,7 @@ template <int D> __global__ void __launch_bounds__(TC_THREADS) fa_fwd_kernel(Att
 #pragma unroll
             for (int x = 0; x < 4; x++) {
                 const int tau = jb * FA_BC + acc_col(nt, x), h = x >> 1, t = tq[h];
-                const bool ok = tau <= t && tau < Tk && (a.window <= 0 || tau > t - a.window);
+                const bool ok = tau <= t && tau < Tk && (a.window <= 0 || tau > t - a.window) && tau >= dsq[h];
                 sc[nt][x] = ok ? sc[nt][x] * sl2 : -INFINITY;
                 mx[h] = fmaxf(mx[h], sc[nt][x]);
             }

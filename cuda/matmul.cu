@@ -1,5 +1,5 @@
 // matmul.cu: every GEMM of the backend goes through cu_gemm (cuBLASLt, fp32 accumulation, a 32 MiB
-// workspace, one cached plan per shape), plus the projection ops matmul_fwd / matmul_bwd.
+// workspace, one cached plan per shape), plus the projection ops matmul_fwd / matmul_bwd / matmul_bias_fwd.
 // When cuBLASLt's heuristic has no algorithm for a shape (e.g. bf16 rows at odd strides), the plan
 // falls back to cublasGemmEx, which takes any leading dimension, with the same compute type.
 // GDN_CUDA_GEMM=ex forces that path for every GEMM (a switch for isolating a cuBLASLt problem).
@@ -197,6 +197,30 @@ static void cu_matmul_fwd(void *y, int ldy, const void *x, int ldx, const void *
             accumulate ? 1.0f : 0.0f);
 }
 
+// y[r, c] = bias[c] for r < M, c < N (row stride ldy): the C operand of the biased GEMM
+template <typename T> __global__ void bias_rows_kernel(T *y, int ldy, const T *bias, int M, int N) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)M * N) return;
+    y[(i / N) * ldy + i % N] = bias[i % N];
+}
+
+// y = x W^T + bias as torch's Linear: y prefilled with the bias, then one GEMM with beta = 1, so the bias is added
+// to the fp32 accumulator before the single rounding of y (what addmm does, through cuBLASLt's bias epilogue or
+// with the bias as C; the two give the same values).
+template <typename T>
+static void cu_matmul_bias_fwd(void *y, int ldy, const void *x, int ldx, const void *W, const void *bias, int M, int N,
+                               int K) {
+    CU_REQUIRE(y && x && W && bias, "matmul_bias_fwd", "NULL pointer (y, x, W, bias)");
+    CU_REQUIRE(M >= 0 && N >= 0 && K >= 0, "matmul_bias_fwd", "negative shape M=%d N=%d K=%d", M, N, K);
+    CU_REQUIRE(ldx >= K && ldy >= N, "matmul_bias_fwd", "row strides ldx=%d (K=%d), ldy=%d (N=%d) too small", ldx, K,
+               ldy, N);
+    if (M == 0 || N == 0) return;
+    cu_launch("matmul_bias_fwd bias", bias_rows_kernel<T>, dim3(cu_blocks((size_t)M * N, 256)), dim3(256), 0, (T *)y,
+              ldy, (const T *)bias, M, N);
+    if (K > 0)
+        cu_gemm("matmul_bias_fwd", true, false, N, M, K, W, K, x, ldx, y, ldy, cu_dtype<T>(), cu_dtype<T>(), 1.0f);
+}
+
 template <typename T>
 static void cu_matmul_bwd(void *dx, int lddx, float *dW, const void *dy, int lddy, const void *x, int ldx,
                           const void *W, int M, int N, int K, int accumulate_dx) {
@@ -224,4 +248,5 @@ static void cu_matmul_bwd(void *dx, int lddx, float *dW, const void *dy, int ldd
 void cu_register_matmul(Backend *b, int use_bf16) {
     b->matmul_fwd = use_bf16 ? cu_matmul_fwd<bf16> : cu_matmul_fwd<float>;
     b->matmul_bwd = use_bf16 ? cu_matmul_bwd<bf16> : cu_matmul_bwd<float>;
+    b->matmul_bias_fwd = use_bf16 ? cu_matmul_bias_fwd<bf16> : cu_matmul_bias_fwd<float>;
 }

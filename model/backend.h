@@ -91,6 +91,11 @@ typedef struct Backend {
     // dx[M,K] = dy[M,N] . W[N,K] (+= if accumulate_dx); dW[N,K] += dy^T . x (fp32). dx or dW may be NULL.
     void (*matmul_bwd)(void *dx, int lddx, float *dW, const void *dy, int lddy, const void *x, int ldx, const void *W,
                        int M, int N, int K, int accumulate_dx);
+    // y[M,N] = x[M,K] . W[N,K]^T + bias[N] (bias act, the compute copy as for W: bf16 as a torch Linear's bias under
+    // autocast), the bias added to the fp32 products before y's one rounding, as torch's Linear (addmm: the GEMM's
+    // epilogue) does. fp32 backends: the GEMM, then the bias added.
+    void (*matmul_bias_fwd)(void *y, int ldy, const void *x, int ldx, const void *W, const void *bias, int M, int N,
+                            int K);
 
     // ---- causal depthwise conv (width K, no bias) + SiLU, per channel c < D:
     // y[t,c] = silu(sum_{j<K} w[c*K+j] * x[t-K+1+j, c]), x[t<0] taken from state_in (or 0).
@@ -138,27 +143,34 @@ typedef struct Backend {
                               int N, int HV, int dv);
 
     // ---- softmax attention of a hybrid's attention blocks (spec hybrid.md §2). Query head j reads KV head
-    // j / (Ha/Hkv); head dim d. Keys and values of sequence b are rows b*kv_bstride + tau of K and V (training:
-    // kv_bstride = T; decoding: the KV cache, kv_bstride = its capacity). pos (backend memory, [1]; NULL = 0):
+    // j / (Ha/Hkv); head dim d. Keys and values of sequence b are rows b*kv_bstride + (tau mod kv_bstride) of K and V
+    // (training: kv_bstride = T; decoding: the KV cache, kv_bstride = its capacity; with a window the cache is a ring
+    // holding the last kv_bstride >= T + w - 1 positions, and kv_bstride is then a multiple of 64). pos (backend memory, [1]; NULL = 0):
     // tokens each sequence saw before this call (all alike), so the T new tokens sit at positions pos..pos+T-1 and
     // query t attends keys tau <= pos+t, and with window w > 0 only tau > pos+t-w.
     // P [N, ldp] = the fused projection [q|k|v] (Ha*d + 2*Hkv*d columns), bias fp32 [Ha*d + 2*Hkv*d] or NULL:
     // Q [N, Ha*d] = RoPE(q + bq); rows b*kv_bstride + pos + t of K, V [., Hkv*d] = RoPE(k + bk), v + bv.
     // RoPE: rotate-half over all d, angle p / theta^(2i/d), fp32 tables (spec §2.2).
+    // doc_start (nullable, see the top; only with pos NULL): packed documents as FLA's varlen attention
+    // (flash_attn_varlen_func with cu_seqlens): the RoPE position restarts at each document, p = t - doc_start[t],
+    // and query t attends only keys tau >= doc_start[t] (with the window too). Decoding never passes it.
     void (*attn_qkv_fwd)(void *Q, void *K, void *V, int kv_bstride, const void *P, int ldp, const float *bias,
-                         const int32_t *pos, int B, int T, int Ha, int Hkv, int d, float theta);
+                         const int32_t *pos, int B, int T, int Ha, int Hkv, int d, float theta,
+                         const int32_t *doc_start);
     // Training layout (kv_bstride = T, pos 0): dP (overwrite) = inverse rotation of dQ, dK, and dV;
     // dbias += column sums over tokens in order (NULL: no bias).
     void (*attn_qkv_bwd)(void *dP, int lddp, float *dbias, const void *dQ, const void *dK, const void *dV, int B,
-                         int T, int Ha, int Hkv, int d, float theta);
-    // O [N, Ha*d] = softmax(scale * Q K^T, causal/window) V; lse [B, Ha, T] fp32 natural-log logsumexp of the
-    // scaled scores, kept for the backward (NULL: not stored).
+                         int T, int Ha, int Hkv, int d, float theta, const int32_t *doc_start);
+    // O [N, Ha*d] = softmax(scale * Q K^T, causal/window/document) V; lse [B, Ha, T] fp32 natural-log logsumexp of
+    // the scaled scores, kept for the backward (NULL: not stored).
     void (*attn_fwd)(void *O, float *lse, const void *Q, const void *K, const void *V, int kv_bstride,
-                     const int32_t *pos, int B, int T, int Ha, int Hkv, int d, int window, float scale);
+                     const int32_t *pos, int B, int T, int Ha, int Hkv, int d, int window, float scale,
+                     const int32_t *doc_start);
     // Training layout. dQ [N, Ha*d], dK, dV [N, Hkv*d] overwrite; dK/dV sum over each group's query heads.
     // P is recomputed from lse; D = rowsum(dO * O).
     void (*attn_bwd)(void *dQ, void *dK, void *dV, const void *dO, const void *Q, const void *K, const void *V,
-                     const void *O, const float *lse, int B, int T, int Ha, int Hkv, int d, int window, float scale);
+                     const void *O, const float *lse, int B, int T, int Ha, int Hkv, int d, int window, float scale,
+                     const int32_t *doc_start);
     // *pos += n (backend memory; a decode step advances its KV-cache length inside its recorded graph)
     void (*pos_advance)(int32_t *pos, int n);
 

@@ -403,10 +403,6 @@ int config_validate(const Config *c, char *err, size_t errlen) {
         return set_err(err, errlen, "adam betas must be in [0, 1)");
     if (!(c->norm_eps > 0)) return set_err(err, errlen, "norm_epsilon must be positive");
     if (c->eval_interval < 0 || c->eval_iters < 0) return set_err(err, errlen, "eval_interval and eval_iters must be >= 0");
-    // packed documents reset the GDN state and the conv; the attention blocks have no document mask yet
-    if (c->reset_state_at_eod && c->attn_layers[0])
-        return set_err(err, errlen, "reset_state_at_eod with attention blocks (attn_layers %s): the attention layers do not "
-                       "mask across documents yet; train hybrids without it", c->attn_layers);
     if (c->exit_duration_in_mins < 0) return set_err(err, errlen, "exit_duration_in_mins must be >= 0");
     if (!(c->mid_level_dataset_surplus >= 0)) return set_err(err, errlen, "mid_level_dataset_surplus must be >= 0");
     return 0;

@@ -47,7 +47,8 @@ Model *model_create(const Config *cfg, const Backend *be, int training) {
     m->be = be;
     m->training = training;
     if (kind_used(m, LAYER_ATTN) &&
-        !(be->attn_qkv_fwd && be->attn_qkv_bwd && be->attn_fwd && be->attn_bwd && be->pos_advance))
+        !(be->attn_qkv_fwd && be->attn_qkv_bwd && be->attn_fwd && be->attn_bwd && be->pos_advance &&
+          be->matmul_bias_fwd))
         die("the %s backend has no softmax-attention kernels yet: hybrid models (attn_layers %s) run on --device cpu",
             be->name, cfg->attn_layers);
     params_layout(&m->lay, &m->d);

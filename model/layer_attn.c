@@ -34,6 +34,13 @@ static void grads_alloc(Model *m, int B, int T) {
     g->daO = model_arena_take(m, N * d->Dq * ab);
 }
 
+// Packed documents (reset_state_at_eod): each document's own RoPE positions and keys (backend.h attn_fwd), as
+// FLA's varlen attention. Not with a decode state: the KV cache holds the row as one sequence (its positions
+// and keys are those of the whole row; a prefill then sees across documents, unlike the GDN blocks).
+static const int32_t *doc_start(const Model *m, int T, const LayerState *ls) {
+    return T > 1 && !ls ? m->doc_start : NULL;
+}
+
 // With a state, k and v go to the KV cache at the tokens-seen position (st->pos, on the backend).
 static void fwd(Model *m, int l, int B, int T, LayerState *ls) {
     const Backend *be = m->be;
@@ -42,14 +49,16 @@ static void fwd(Model *m, int l, int B, int T, LayerState *ls) {
     AttnActs *a = &m->blk[l].attn;
     AttnState *st = ls ? &ls->attn : NULL;
     int N = B * T, Dqkv = qkv_cols(d);
-    be->matmul_fwd(a->P, Dqkv, m->blk[l].y_attn, d->h, WA(m, w->q_proj), N, Dqkv, d->h, 0);
+    if (d->qkv_bias) // the bias inside the GEMM, before its rounding (as FLA's Linear); q|k|v_bias are contiguous
+        be->matmul_bias_fwd(a->P, Dqkv, m->blk[l].y_attn, d->h, WA(m, w->q_proj), WA(m, w->q_bias), N, Dqkv, d->h);
+    else
+        be->matmul_fwd(a->P, Dqkv, m->blk[l].y_attn, d->h, WA(m, w->q_proj), N, Dqkv, d->h, 0);
     void *K = st ? st->kc : a->aK, *V = st ? st->vc : a->aV;
     int kvs = st ? st->cap : T;
-    const int32_t *pos = st ? st->pos : NULL;
-    be->attn_qkv_fwd(a->aQ, K, V, kvs, a->P, Dqkv, d->qkv_bias ? PF(m, w->q_bias) : NULL, pos, B, T, d->Ha, d->Hkv,
-                     d->da, d->rope_theta);
+    const int32_t *pos = st ? st->pos : NULL, *ds = doc_start(m, T, ls);
+    be->attn_qkv_fwd(a->aQ, K, V, kvs, a->P, Dqkv, NULL, pos, B, T, d->Ha, d->Hkv, d->da, d->rope_theta, ds);
     be->attn_fwd(a->aO, m->training ? a->lse : NULL, a->aQ, K, V, kvs, pos, B, T, d->Ha, d->Hkv, d->da, d->window,
-                 1.0f / sqrtf((float)d->da));
+                 1.0f / sqrtf((float)d->da), ds);
     be->matmul_fwd(m->out, d->h, a->aO, d->Dq, WA(m, w->o_proj), N, d->h, d->Dq, 0);
     if (st) be->pos_advance(st->pos, T); // on the stream, so a recorded step advances it too
 }
@@ -63,9 +72,9 @@ static void bwd(Model *m, int l, int B, int T, const void *dout) {
     int N = B * T, Dqkv = qkv_cols(d);
     be->matmul_bwd(g->daO, d->Dq, GF(m, w->o_proj), dout, d->h, a->aO, d->Dq, WA(m, w->o_proj), N, d->h, d->Dq, 0);
     be->attn_bwd(g->daQ, g->daK, g->daV, g->daO, a->aQ, a->aK, a->aV, a->aO, a->lse, B, T, d->Ha, d->Hkv, d->da,
-                 d->window, 1.0f / sqrtf((float)d->da));
+                 d->window, 1.0f / sqrtf((float)d->da), doc_start(m, T, NULL));
     be->attn_qkv_bwd(g->dP, Dqkv, d->qkv_bias ? GF(m, w->q_bias) : NULL, g->daQ, g->daK, g->daV, B, T, d->Ha, d->Hkv,
-                     d->da, d->rope_theta);
+                     d->da, d->rope_theta, doc_start(m, T, NULL));
     be->matmul_bwd(m->dy, d->h, GF(m, w->q_proj), g->dP, Dqkv, m->blk[l].y_attn, d->h, WA(m, w->q_proj), N, Dqkv,
                    d->h, 0);
 }
@@ -86,23 +95,37 @@ static void state_free(Model *m, int l, LayerState *ls) {
     m->be->free(st->pos);
 }
 
-// Room in the KV cache for T more tokens per sequence: the capacity doubles (rows copied over), which moves
-// the cache, so the caller drops a recorded decode graph.
+// Room in the KV cache for T more tokens per sequence: the capacity doubles from 256 rows (rows copied over),
+// which moves the cache, so the caller drops a recorded decode graph. With a window w the cache is a ring
+// (position p in row p mod cap, backend.h): it needs only the last w - 1 positions plus the T new ones, so it
+// stops growing at the first power-of-two multiple of 256 >= w - 1 + T (memory O(w), as FLA trims its cache);
+// capacities stay multiples of 64, as the tensor-core kernels' ring tiles need.
 static int state_grow(Model *m, int l, int B, int T, LayerState *ls) {
     (void)l;
     const Backend *be = m->be;
     AttnState *st = &ls->attn;
+    const int w = m->d.window;
+    const int need = w > 0 && w - 1 + T < st->len + T ? w - 1 + T : st->len + T;
     int moved = 0;
-    if (st->len + T > st->cap) {
+    if (need > st->cap) {
         int cap = st->cap ? st->cap : 256;
-        while (cap < st->len + T) cap *= 2;
+        while (cap < need) cap *= 2;
         size_t row = (size_t)m->d.Dkv * be->act_bytes;
+        // the positions the old cache holds: all seen, or (a ring) its last cap
+        const int keep0 = st->len > st->cap ? st->len - st->cap : 0;
         void **c[2] = {&st->kc, &st->vc};
         for (int i = 0; i < 2; i++) {
             void *n = be->alloc((size_t)B * cap * row);
             for (int b = 0; b < B && *c[i]; b++)
-                be->memcpy_d2d((char *)n + (size_t)b * cap * row, (char *)*c[i] + (size_t)b * st->cap * row,
-                               (size_t)st->len * row);
+                for (int p = keep0; p < st->len;) { // runs contiguous in both layouts
+                    const int ro = p % st->cap, rn = p % cap;
+                    int run = st->len - p;
+                    if (run > st->cap - ro) run = st->cap - ro;
+                    if (run > cap - rn) run = cap - rn;
+                    be->memcpy_d2d((char *)n + ((size_t)b * cap + rn) * row,
+                                   (char *)*c[i] + ((size_t)b * st->cap + ro) * row, (size_t)run * row);
+                    p += run;
+                }
             if (*c[i]) be->free(*c[i]);
             *c[i] = n;
         }

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Hybrid (GDN + softmax attention) checks on the GPU machine, after scripts/gpu_check.sh's build stage
 # (make CUDA=1 all gpu-tests). Logs to build/gpu_hybrid/<stage>.log, a summary last.
-#   ops        the attention kernels vs their CPU twins (test_cuda_ops --only attn)
+#   ops        the attention kernels and the biased q|k|v GEMM vs their CPU twins (test_cuda_ops --only attn,
+#              --only matmul_bias)
 #   bench_attn attention fwd and fwd+bwd TFLOP/s, T 2048/8192, d 64/128 (tests/gpu/bench_attention.c);
-#              FA2's published H100 fwd+bwd: d64 232 (2k) / 273 (8k), d128 265 / 308 (spec hybrid.md §4.5)
+#              FA2's published H100 fwd+bwd: d64 232 (2k) / 273 (8k), d128 265 / 308 (spec hybrid.md §4.5);
+#              also GQA 4 and rows packed with 512-token documents (reset_state_at_eod's mask)
 #   fla        FLA's own hybrid 300M (scripts/fla_hybrid_ref.py: flash_attn_func replaced by torch SDPA)
 #              -> gdn convert --from-hf -> fp32 logits of 300 tokens vs FLA's: cosine >= 0.99999
 #   fla_train  20 steps from the same init and data, FLA (bf16 autocast) vs gdn (CUDA bf16), per-step losses
@@ -24,8 +26,9 @@ stage() {
   if timeout "${STAGE_TIMEOUT:-400}" "$@" > "$OUT/$name.log" 2>&1; then RESULT[$name]="PASS $(( $(date +%s) - t0 ))s"; else RESULT[$name]="FAIL $(( $(date +%s) - t0 ))s"; fi
   tail -n 30 "$OUT/$name.log"
 }
-has ops && stage ops build/gpu_tests/test_cuda_ops --only attn
-has bench_attn && { stage bench_attn build/gpu_tests/bench_attention; stage bench_attn_gqa4 build/gpu_tests/bench_attention --hkv-ratio 4; }
+has ops && { stage ops build/gpu_tests/test_cuda_ops --only attn; stage ops_bias build/gpu_tests/test_cuda_ops --only matmul_bias; }
+has bench_attn && { stage bench_attn build/gpu_tests/bench_attention; stage bench_attn_gqa4 build/gpu_tests/bench_attention --hkv-ratio 4;
+                    stage bench_attn_docs build/gpu_tests/bench_attention --doc-len 512; }
 if has fla || has fla_train; then
   stage fla_init python3 scripts/fla_hybrid_ref.py init "$W/hf_init"
   stage convert_from_hf ./gdn convert --from-hf "$W/hf_init" --save "$W/ckpt_init"

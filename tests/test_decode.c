@@ -3,7 +3,8 @@
 // forward's logits at every position, to <= 1e-5 relative, for sequences shorter and longer than 64,
 // for B = 1 and B = 2; and the state is constant-size. Hybrids (hybrid.md §3): with attention blocks the
 // state adds a KV cache per attention block; decoding N tokens after a prefill equals the last N positions
-// of the full forward, with and without a sliding window, past the cache's first growth (256 rows).
+// of the full forward, with and without a sliding window, past the cache's first growth (256 rows); with a window
+// the cache is a ring of O(w) rows that wraps.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,8 +72,15 @@ static int check(int B, int T, int prefill, int hybrid) {
     }
     double rel = worst / scale;
     int ok = rel <= 1e-5;
-    printf("%s %s B=%d T=%d prefill=%d: max |decode - full| / max|full| = %.2e (tol 1e-5)\n", ok ? "ok  " : "FAIL",
-           hybrid < 0 ? "gdn" : hybrid ? "hybrid, window" : "hybrid, full causal", B, T, prefill, rel);
+    // a window keeps the KV cache a ring of O(w) rows: the first power-of-two multiple of 256 >= w - 1 + the
+    // longest chunk; without one it holds every position
+    int cap_want = 256, longest = prefill > 1 ? prefill : 1, seen = T;
+    while (cap_want < (hybrid > 0 ? hybrid - 1 + longest : seen)) cap_want *= 2;
+    int cap = hybrid >= 0 ? st->layer[1].attn.cap : cap_want;
+    if (cap != cap_want) ok = 0;
+    printf("%s %s B=%d T=%d prefill=%d: max |decode - full| / max|full| = %.2e (tol 1e-5)%s\n", ok ? "ok  " : "FAIL",
+           hybrid < 0 ? "gdn" : hybrid ? "hybrid, window" : "hybrid, full causal", B, T, prefill, rel,
+           hybrid >= 0 ? (cap == cap_want ? ", KV cache rows as expected" : ", KV cache rows NOT as expected") : "");
     infer_state_free(m, st);
     model_free(m);
     free(params); free(ids); free(full); free(step); free(chunk);
@@ -143,6 +151,8 @@ int main(void) {
     fails += check(2, 300, 70, 0);  // hybrid: the KV cache grows from 256 rows mid-decode
     fails += check(1, 40, 0, 0);    // hybrid, all decode
     fails += check(2, 120, 50, 11); // hybrid with a window of 11
+    fails += check(2, 600, 30, 20); // window 20: the ring of 256 rows wraps twice
+    fails += check(1, 700, 280, 11); // a prefill longer than 256 with a window: the ring grows to 512, then wraps
     printf("%s\n", fails ? "FAIL" : "PASS");
     return fails ? 1 : 0;
 }

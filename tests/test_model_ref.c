@@ -4,7 +4,7 @@
 // backward in C (chunked and recurrent delta rule), dumps logits, loss and every gradient, and has the
 // reference check them: <= 1e-5 relative, both as ||c - ref|| / ||ref|| and as max|c - ref| / max|ref| per tensor.
 // Hybrid cases put softmax-attention blocks among the GDN blocks (GQA ratio 1, 2 and 4, window on and
-// off, qkv biases, T not a multiple of 64).
+// off, qkv biases, T not a multiple of 64), also with packed documents (reset_state_at_eod).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +141,9 @@ int main(void) {
         {"hyb_gqa2_t100", 32, 3, 2, 4, 16, 16, 64, 97, 2, 100, 0, "1", 4, 2, 0, 1},  // GQA 2, full causal, biases
         {"hyb_mha_win_t70", 32, 2, 2, 2, 16, 16, 48, 61, 2, 70, 0, "0", 2, 2, 17, 0}, // MHA, window 17
         {"hyb_gqa4_win_t77", 32, 2, 1, 2, 16, 16, 40, 50, 1, 77, 0, "0,1", 4, 1, 9, 1}, // all attention, GQA 4, window
+        // packed documents in a hybrid (reset_state_at_eod): per-document RoPE positions and attention
+        {"hyb_packed_t150", 32, 2, 2, 4, 16, 16, 64, 97, 2, 150, 5, "1", 4, 2, 0, 1},      // GQA 2, biases
+        {"hyb_packed_win_t130", 32, 2, 2, 2, 16, 16, 48, 61, 2, 130, 5, "0", 2, 2, 17, 0}, // window 17
     };
     int fails = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -1,6 +1,7 @@
 // test_packed.c: packed documents (reset_state_at_eod, backend.h doc_start) on the CPU backend. Each document of a
 // packed row must give what it gives run alone from a zero state: the conv and both delta-rule forms (outputs,
-// final states, every gradient), then the whole model (logits and parameter gradients of one document). Layouts
+// final states, every gradient), then the whole model (logits and parameter gradients of one document; pure GDN and
+// hybrids with softmax-attention blocks, whose RoPE positions and keys then stay per document). Layouts
 // put boundaries inside chunks, on chunk edges (64, 128), documents of length 1, and one row of ~100 documents.
 // Also: doc_starts against a direct rule, and with no EOD in the row the results bit-identical to doc_start NULL.
 #include <math.h>
@@ -237,25 +238,34 @@ static void test_delta(int recurrent, int row1_many) {
 
 // ---- the model: a document packed between others gives its logits and
 // parameter gradients alone
-static Config tiny(const char *form, int reset) {
+// attn: 0 pure GDN; 1 a hybrid (block 1 softmax attention, GQA 2, qkv biases); 2 the same with a window of 20
+static Config tiny(const char *form, int reset, int attn) {
     Config c;
     config_defaults(&c);
     c.hidden_size = 32, c.num_layers = 4, c.num_heads = 2, c.num_v_heads = 4, c.head_dim = 16, c.v_head_dim = 16;
     c.ffn_hidden_size = 64, c.vocab_size = 61, c.eos_token_id = EOD, c.init_std = 0.1f;
     c.reset_state_at_eod = reset;
     snprintf(c.delta_rule, sizeof c.delta_rule, "%s", form);
+    if (attn) {
+        snprintf(c.attn_layers, sizeof c.attn_layers, "1");
+        c.attn_num_heads = 4, c.attn_num_kv_heads = 2, c.attn_qkv_bias = 1, c.attn_window_size = attn == 2 ? 20 : 0;
+    }
     return c;
 }
 
-static void test_model(const char *form) {
+static void test_model(const char *form, int attn) {
+    static const char *kinds[] = {"", " hybrid", " hybrid window 20"};
     const int B = 2, T = 150, s = 60,
               e = 135; // the document: row 1, [60, 135) (crosses the chunk edge
                        // at 64, 128)
-    Config c = tiny(form, 1);
+    Config c = tiny(form, 1, attn);
     Model *m = model_create(&c, backend_with_delta_rule(backend_cpu(), c.delta_rule), 1);
     size_t P = m->lay.total;
     float *params = xmalloc(P * 4);
     params_init(&m->lay, params, 11);
+    for (int i = 0; i < m->lay.ntensors; i++) // the qkv biases start at 0: give them values that matter
+        if (attn && m->lay.tensors[i].init == INIT_ZEROS)
+            for (size_t j = 0; j < m->lay.tensors[i].numel; j++) params[m->lay.tensors[i].off + j] = (float)(urand() - 0.5);
     model_set_params(m, params);
     int32_t ids[B * T], tgt[B * T];
     for (int n = 0; n < B * T; n++) ids[n] = 4 + (int)(urand() * 57);
@@ -279,19 +289,19 @@ static void test_model(const char *form) {
     for (int i = 0; i < m->lay.ntensors; i++) {
         const TensorInfo *t = &m->lay.tensors[i];
         double r = rel(gp + t->off, 0, ga + t->off, 0, 1, (int)t->numel);
-        CHECK(r <= TOL, "model %s: grad %s packed vs alone %.1e", form, t->name, r);
+        CHECK(r <= TOL, "model %s%s: grad %s packed vs alone %.1e", form, kinds[attn], t->name, r);
         rg = fmax(rg, r);
     }
-    CHECK(rl <= TOL, "model %s: logits packed vs alone %.1e", form, rl);
-    printf("model %-9s document packed vs alone: logits %.1e, worst parameter "
+    CHECK(rl <= TOL, "model %s%s: logits packed vs alone %.1e", form, kinds[attn], rl);
+    printf("model %-9s%s document packed vs alone: logits %.1e, worst parameter "
            "gradient %.1e (%d tensors)\n",
-           form, rl, rg, m->lay.ntensors);
+           form, kinds[attn], rl, rg, m->lay.ntensors);
     model_free(m);
     // key on, rows without EOD: bit-identical to the key off
     for (int n = 0; n < B * T; n++) ids[n] = ids[n] == EOD ? EOD + 1 : ids[n], tgt[n] = ids[(n + 1) % (B * T)];
     float *g_on = xmalloc(P * 4), *g_off = xmalloc(P * 4);
     for (int on = 0; on < 2; on++) {
-        Config ck = tiny(form, on);
+        Config ck = tiny(form, on, attn);
         Model *mk = model_create(&ck, backend_with_delta_rule(backend_cpu(), ck.delta_rule), 1);
         model_set_params(mk, params);
         model_zero_grads(mk);
@@ -299,7 +309,8 @@ static void test_model(const char *form) {
         model_get_grads(mk, on ? g_on : g_off);
         model_free(mk);
     }
-    CHECK(!memcmp(g_on, g_off, P * 4), "model %s: reset_state_at_eod without EOD is not bit-identical", form);
+    CHECK(!memcmp(g_on, g_off, P * 4), "model %s%s: reset_state_at_eod without EOD is not bit-identical", form,
+          kinds[attn]);
     free(params), free(lp), free(gp), free(la), free(ga), free(g_on), free(g_off);
 }
 
@@ -310,8 +321,10 @@ int main(void) {
         test_delta(rec, 1);
         test_delta(rec, 0);
     }
-    test_model("chunk");
-    test_model("recurrent");
+    for (int attn = 0; attn < 3; attn++) {
+        test_model("chunk", attn);
+        test_model("recurrent", attn);
+    }
     printf("%d checks, %d failures\n", checks, failures);
     return failures != 0;
 }

@@ -111,6 +111,7 @@ static void build_cases(int quick) {
     cases_attention(&g, (AttnShape){1, 200, 2, 1, 64, 70, 0, 0, 0, 0, 0}); // bf16: tensor cores, window skips blocks
     cases_attention(&g, (AttnShape){1, 40, 2, 2, 128, 0, 90, 160, 0, 0, 0}); // a prefill chunk after 90 cached
     cases_attention(&g, (AttnShape){2, 2048, 16, 4, 64, 0, 0, 0, 0, 0, 1}); // the hybrid 300M's attention
+    cases_attention_packed_and_d128();
     cases_lmhead(&g, 70, 64, 1000, 1, 0, 0);
     cases_lmhead(&g, 50, 40, 517, 1, 16, 0); // forced 16-row chunks: the chunk loop
     cases_lmhead(&g, 33, 40, 300, 0, 0, 0);

@@ -88,9 +88,19 @@ def rope(x, cos, sin):
     return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], -1)
 
 
-def attention(u, p, cfg):
+def rope_at(x, cos, sin, pos):
+    """rope() with a position per token: pos [B,T] indexes the tables (packed documents)."""
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    c, s = cos[pos][:, :, None, :], sin[pos][:, :, None, :]
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+
+
+def attention(u, p, cfg, doc=None):
     """FLA's Attention layer (hybrid.md §2.1, §2.3): q,k,v projections (+bias), RoPE on q and k, causal
-    softmax attention with query head j reading kv head j // (Ha/Hkv), window w: keys t-w+1..t; o_proj."""
+    softmax attention with query head j reading kv head j // (Ha/Hkv), window w: keys t-w+1..t; o_proj.
+    doc [B,T] (packed documents): as FLA's varlen path (cu_seqlens, hybrid.md §2.2-2.3), the RoPE position
+    restarts at each document (t - doc[t]) and query t sees only keys of its document (>= doc[t])."""
     B, T, h = u.shape
     Ha = cfg['attn_num_heads']
     Hkv = cfg['attn_num_kv_heads'] or Ha
@@ -98,12 +108,17 @@ def attention(u, p, cfg):
     lin = lambda n: u @ p(f'attn.{n}_proj.weight').T + (p(f'attn.{n}_proj.bias') if cfg['attn_qkv_bias'] else 0)
     q, k, v = lin('q').view(B, T, Ha, d), lin('k').view(B, T, Hkv, d), lin('v').view(B, T, Hkv, d)
     cos, sin = rope_tables(T, d, cfg['attn_rope_theta'])
-    q, k = rope(q, cos, sin), rope(k, cos, sin)
+    if doc is None:
+        q, k = rope(q, cos, sin), rope(k, cos, sin)
+    else:
+        pos = torch.arange(T)[None, :] - doc
+        q, k = rope_at(q, cos, sin, pos), rope_at(k, cos, sin, pos)
     g = Ha // Hkv
     k, v = k.repeat_interleave(g, 2), v.repeat_interleave(g, 2)
     s = torch.einsum('bthd,bshd->bhts', q, k) * d ** -0.5
     t_idx, s_idx = torch.arange(T)[:, None], torch.arange(T)[None, :]
     allowed = (s_idx <= t_idx) & ((s_idx > t_idx - w) if w > 0 else True)
+    allowed = allowed[None, None] if doc is None else allowed[None, None] & (s_idx[None, None] >= doc[:, None, :, None])
     s = s.masked_fill(~allowed, float('-inf'))
     o = torch.einsum('bhts,bshd->bthd', torch.softmax(s, -1), v)
     return o.reshape(B, T, Ha * d) @ p('attn.o_proj.weight').T
@@ -122,7 +137,7 @@ def forward(P, ids, cfg):
         p = lambda n: P[f'model.layers.{l}.{n}']
         u = rmsnorm(x, p('attn_norm.weight'), eps)
         if l in hybrid:
-            s = x + attention(u, p, cfg)
+            s = x + attention(u, p, cfg, doc)
             m = rmsnorm(s, p('mlp_norm.weight'), eps)
             x = s + (F.silu(m @ p('mlp.gate_proj.weight').T) * (m @ p('mlp.up_proj.weight').T)) @ p('mlp.down_proj.weight').T
             continue

@@ -109,7 +109,7 @@ void doc_layout_random(Rng *g, int32_t *ids, int32_t *ds, int B, int T) {
         }
 }
 
-static void add_doc_start(Case *c, Rng *g, int B, int T, int docs) {
+void add_doc_start(Case *c, Rng *g, int B, int T, int docs) {
     Tensor *ds = add_in(c, "doc_start", K_I32, (size_t)B * T, 1, 1);
     int32_t *ids = xmalloc((size_t)B * T * 4 + 4);
     if (docs) doc_layout(g, ids, ds->init_i, B, T, docs);

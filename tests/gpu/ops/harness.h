@@ -118,6 +118,7 @@ void cases_lmhead(Rng *g, int N, int h, int V, int with_grad, int chunk_rows, in
 void cases_logits_stats(Rng *g, int rows, int V, int with_logprob, int big);
 // gdn: the GDN mixer's ops (short conv, doc starts, L2 norm, gates, gated RMSNorm, the chunked delta rule)
 void doc_layout_random(Rng *g, int32_t *ids, int32_t *ds, int B, int T);
+void add_doc_start(Case *c, Rng *g, int B, int T, int docs);
 void cases_doc_starts(Rng *g, int B, int T, int docs);
 void cases_conv(Rng *g, int B, int T, int D, int K, int pad, int state, int alias_state, int docs);
 void cases_l2norm(Rng *g, int N, int heads, int d, int pad, int step);
@@ -132,8 +133,10 @@ typedef struct {
 } DeltaShape;
 void cases_delta(Rng *g, DeltaShape s, int big);
 // attn: softmax attention (qkv projection with RoPE, the attention itself)
-typedef struct { int B, T, Ha, Hkv, d, window, pos, kvs, bias, pad, big; } AttnShape;
+// docs: packed documents (doc_layout's layouts; 3: doc_layout_random's), training layout only
+typedef struct { int B, T, Ha, Hkv, d, window, pos, kvs, bias, pad, big, docs; } AttnShape;
 void cases_attention(Rng *g, AttnShape s);
+void cases_attention_packed_and_d128(void); // its own random stream (issues 14/21)
 // optim: AdamW and the gradient-norm sum
 void cases_adamw(Rng *g, int n, int step);
 void cases_sum(Rng *g, int n);
