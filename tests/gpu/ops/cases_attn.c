@@ -162,3 +162,4 @@ void cases_attention_packed_and_d128(void) {
     // chunk whose rows wrap (tensor cores: 64-row tiles of a 128-row ring)
     cases_attention(&g, (AttnShape){2, 1, 4, 2, 32, 20, 300, 256, 0, 0, 0, 0});
     cases_attention(&g, (AttnShape){1, 40, 2, 1, 64, 30, 500, 128, 1, 0, 0, 0});
+}
