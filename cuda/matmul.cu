@@ -204,9 +204,18 @@ template <typename T> __global__ void bias_rows_kernel(T *y, int ldy, const T *b
     y[(i / N) * ldy + i % N] = bias[i % N];
 }
 
-// y = x W^T + bias as torch's Linear: y prefilled with the bias, then one GEMM with beta = 1, so the bias is added
-// to the fp32 accumulator before the single rounding of y (what addmm does, through cuBLASLt's bias epilogue or
-// with the bias as C; the two give the same values).
+// y = round(acc + bias) of an fp32 GEMM result acc [M, N] (dense), one rounding to T
+template <typename T>
+__global__ void add_bias_round_kernel(T *y, int ldy, const float *acc, const T *bias, int M, int N) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)M * N) return;
+    y[(i / N) * ldy + i % N] = from_f<T>(acc[i] + to_f(bias[i % N]));
+}
+
+// y = x W^T + bias as torch's Linear: the bias is added to the fp32 accumulator before the single rounding of y.
+// fp32: y prefilled with the bias, then one GEMM with beta = 1. bf16: the GEMM writes fp32 into a scratch and
+// add_bias_round_kernel rounds once; cuBLASLt with a bf16 C (beta = 1) was measured on the H200 to round the product
+// before adding C (1 ulp off on sums exact in fp32, test_cuda_ops' "exact sums" case), so C is not used for bf16.
 template <typename T>
 static void cu_matmul_bias_fwd(void *y, int ldy, const void *x, int ldx, const void *W, const void *bias, int M, int N,
                                int K) {
@@ -215,10 +224,18 @@ static void cu_matmul_bias_fwd(void *y, int ldy, const void *x, int ldx, const v
     CU_REQUIRE(ldx >= K && ldy >= N, "matmul_bias_fwd", "row strides ldx=%d (K=%d), ldy=%d (N=%d) too small", ldx, K,
                ldy, N);
     if (M == 0 || N == 0) return;
-    cu_launch("matmul_bias_fwd bias", bias_rows_kernel<T>, dim3(cu_blocks((size_t)M * N, 256)), dim3(256), 0, (T *)y,
-              ldy, (const T *)bias, M, N);
-    if (K > 0)
-        cu_gemm("matmul_bias_fwd", true, false, N, M, K, W, K, x, ldx, y, ldy, cu_dtype<T>(), cu_dtype<T>(), 1.0f);
+    if (sizeof(T) == sizeof(float) || K == 0) {
+        cu_launch("matmul_bias_fwd bias", bias_rows_kernel<T>, dim3(cu_blocks((size_t)M * N, 256)), dim3(256), 0,
+                  (T *)y, ldy, (const T *)bias, M, N);
+        if (K > 0)
+            cu_gemm("matmul_bias_fwd", true, false, N, M, K, W, K, x, ldx, y, ldy, cu_dtype<T>(), cu_dtype<T>(), 1.0f);
+        return;
+    }
+    float *acc = (float *)cu_scratch((size_t)M * N * sizeof(float), "matmul_bias_fwd acc");
+    cu_gemm("matmul_bias_fwd", true, false, N, M, K, W, K, x, ldx, acc, N, cu_dtype<T>(), CUDA_R_32F, 0.0f);
+    cu_launch("matmul_bias_fwd bias", add_bias_round_kernel<T>, dim3(cu_blocks((size_t)M * N, 256)), dim3(256), 0,
+              (T *)y, ldy, (const float *)acc, (const T *)bias, M, N);
+    cu_scratch_free(acc);
 }
 
 template <typename T>
