@@ -128,10 +128,9 @@ __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets,
     const int r = blockIdx.x, V8 = V / 8;
     bf16 *row = logits + (size_t)r * V;
     uint4 *r8 = reinterpret_cast<uint4 *>(row);
-    const float lt0 = to_f(row[targets[r] >= 0 && targets[r] < V ? targets[r] : 0]); // before any write below
-    __syncthreads();
     const int tgt = ce_row_target(row, V, targets, losses, want_grad, row0, err);
     if (tgt < 0) return;
+    const float lt = to_f(row[tgt]); // read before the barriers in block_max/block_sum: no thread has written yet
     float mx = -INFINITY, se = 0.0f;
     for (int i = threadIdx.x; i < V8; i += blockDim.x) {
         float x[8];
@@ -147,7 +146,7 @@ __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets,
     }
     const float M = block_max(mx);
     const float S = block_sum(mx == -INFINITY ? 0.0f : se * expf(mx - M));
-    if (threadIdx.x == 0) losses[r] = (M + logf(S)) - lt0;
+    if (threadIdx.x == 0) losses[r] = (M + logf(S)) - lt;
     if (!want_grad) return;
     const float inv = 1.0f / S;
     for (int i = threadIdx.x; i < V8; i += blockDim.x) {
