@@ -17,7 +17,7 @@
 
 #include "cpu/cpu_ops.h"
 
-enum { SEG = GDN_CHUNK }; // checkpoint spacing = the chunk size, so h_save doubles as the checkpoints
+enum { SEG = GDN_CHUNK }; // checkpoint spacing = the chunk size: h_save's layout (the backward reads its first entry)
 
 // The decay exp(gamma) of token t of a row, 0 where t starts a packed document.
 static inline double step_alpha(const int32_t *ds, int t, float gamma) {
@@ -184,15 +184,13 @@ void cpu_delta_rule_recurrent_bwd(const DeltaRuleArgs *a, const void *do__, int 
             double *dS = seg + (size_t)(SEG + 1) * SS;
             // Checkpoints: the state at the start of every segment, recomputed in double from the first one
             // (the forward's initial state, h_save's first entry when given; else zero).
-            {
-                memset(dS, 0, SS * sizeof(double)); // dS doubles as the running state here
-                if (h_save) to_double(dS, h_save + ((size_t)b * HV + j) * NT * SS, SS);
-                for (int t = 0; t < T; t++) {
-                    if (t % SEG == 0) memcpy(ckpt + (size_t)(t / SEG) * SS, dS, SS * sizeof(double));
-                    size_t n = (size_t)b * T + t;
-                    recurrent_step(dS, NULL, NULL, k + n * ldqk + (size_t)i * dk, v + n * ldv + (size_t)j * dv,
-                                   beta[n * HV + j], step_alpha(ds, t, gamma[n * HV + j]), dk, dv, scale);
-                }
+            memset(dS, 0, SS * sizeof(double)); // dS doubles as the running state here
+            if (h_save) to_double(dS, h_save + ((size_t)b * HV + j) * NT * SS, SS);
+            for (int t = 0; t < T; t++) {
+                if (t % SEG == 0) memcpy(ckpt + (size_t)(t / SEG) * SS, dS, SS * sizeof(double));
+                size_t n = (size_t)b * T + t;
+                recurrent_step(dS, NULL, NULL, k + n * ldqk + (size_t)i * dk, v + n * ldv + (size_t)j * dv,
+                               beta[n * HV + j], step_alpha(ds, t, gamma[n * HV + j]), dk, dv, scale);
             }
             memset(dS, 0, SS * sizeof(double));
             for (int sgi = NT - 1; sgi >= 0; sgi--) {
