@@ -10,14 +10,8 @@ RESULTS_DIR=${OUT:-}
 OUT=build/gpu_out; rm -rf "$OUT"; mkdir -p "$OUT"
 STAGES=${STAGES:-build ops model bench fla fla_train roundtrip decode eval train300m}
 export FLA_PATH=${FLA_PATH:-.fla} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-declare -A RESULT
-has() { [[ " $STAGES " == *" $1 "* ]]; }
-stage() { # stage NAME CMD...: runs (at most STAGE_TIMEOUT s), logs, records PASS/FAIL and the seconds taken
-  local name=$1; shift; local t0=$(date +%s)
-  echo "=== $name: $*"
-  if timeout "${STAGE_TIMEOUT:-300}" "$@" > "$OUT/$name.log" 2>&1; then RESULT[$name]="PASS $(( $(date +%s) - t0 ))s"; else RESULT[$name]="FAIL $(( $(date +%s) - t0 ))s"; fi
-  tail -n 30 "$OUT/$name.log"
-}
+STAGE_TIMEOUT_DEFAULT=300
+source scripts/gpu_stages.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
 

@@ -18,14 +18,7 @@ STAGES=${STAGES:-ops bench_attn fla fla_train bench}
 export FLA_PATH=${FLA_PATH:-.fla} PYTHONUNBUFFERED=1
 DATA=${DATA:-.assets/data/corpus_fla}
 W=build/fla_hybrid_work; mkdir -p "$W"
-declare -A RESULT
-has() { [[ " $STAGES " == *" $1 "* ]]; }
-stage() {
-  local name=$1; shift; local t0=$(date +%s)
-  echo "=== $name: $*"
-  if timeout "${STAGE_TIMEOUT:-400}" "$@" > "$OUT/$name.log" 2>&1; then RESULT[$name]="PASS $(( $(date +%s) - t0 ))s"; else RESULT[$name]="FAIL $(( $(date +%s) - t0 ))s"; fi
-  tail -n 30 "$OUT/$name.log"
-}
+source scripts/gpu_stages.sh
 has ops && { stage ops build/gpu_tests/test_cuda_ops --only attn; stage ops_bias build/gpu_tests/test_cuda_ops --only matmul_bias; }
 has bench_attn && { stage bench_attn build/gpu_tests/bench_attention; stage bench_attn_gqa4 build/gpu_tests/bench_attention --hkv-ratio 4;
                     stage bench_attn_docs build/gpu_tests/bench_attention --doc-len 512; }
@@ -71,5 +64,4 @@ if has bench; then
   stage bench_hybrid ./gdn bench --config configs/gdn-hybrid-300m.yaml --micro_batch_size 16 --seq_length 2048 --device cuda --steps 10 --warmup 2
   stage bench_pure ./gdn bench --config configs/gdn-300m.yaml --micro_batch_size 16 --seq_length 2048 --device cuda --steps 10 --warmup 2
 fi
-echo "=== summary"
-for k in "${!RESULT[@]}"; do printf '%-20s %s\n' "$k" "${RESULT[$k]}"; done | sort
+stage_summary

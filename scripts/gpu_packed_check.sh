@@ -15,14 +15,7 @@ STAGES=${STAGES:-ops logits train}
 export FLA_PATH=${FLA_PATH:-.fla} PYTHONUNBUFFERED=1
 W=build/fla_packed_work; mkdir -p "$W"
 STEPS=${FLA_STEPS:-20}
-declare -A RESULT
-has() { [[ " $STAGES " == *" $1 "* ]]; }
-stage() {
-  local name=$1; shift; local t0=$(date +%s)
-  echo "=== $name: $*"
-  if timeout "${STAGE_TIMEOUT:-400}" "$@" > "$OUT/$name.log" 2>&1; then RESULT[$name]="PASS $(( $(date +%s) - t0 ))s"; else RESULT[$name]="FAIL $(( $(date +%s) - t0 ))s"; fi
-  tail -n 30 "$OUT/$name.log"
-}
+source scripts/gpu_stages.sh
 if has ops; then
   stage ops_fp32 python3 tests/gpu/fla_packed.py ops fp32
   stage ops_bf16 python3 tests/gpu/fla_packed.py ops bf16
@@ -71,5 +64,4 @@ print(f'iteration-1 loss relative difference {e1:.2e}')
 sys.exit(0 if e1 <= 1e-3 else 1)
 PY
 fi
-echo "=== summary"
-for k in "${!RESULT[@]}"; do printf '%-24s %s\n' "$k" "${RESULT[$k]}"; done | sort
+stage_summary
