@@ -28,8 +28,9 @@ if has logits || has train; then
 fi
 if has logits; then
   python3 -c "import numpy as np; np.fromfile('$W/eod.bin', dtype=np.int32)[2048*5:2048*6].tofile('$W/row.bin')"
-  # TRITON_F32_DEFAULT=ieee: FLA's chunk kernels (the varlen path has no fused_recurrent twin here) without TF32 dots
-  TRITON_F32_DEFAULT=ieee stage fla_logits python3 tests/gpu/fla_packed.py logits "$W/hf_init" "$W/row.bin" "$W/fla_logits.npy" 128001
+  # FLA's fused_recurrent kernel takes cu_seqlens too and has no dots: fp32 without TF32 and without the
+  # minutes of ieee autotuning the chunk kernels need (FLA_PACKED_MODE=chunk TRITON_F32_DEFAULT=ieee for those)
+  stage fla_logits python3 tests/gpu/fla_packed.py logits "$W/hf_init" "$W/row.bin" "$W/fla_logits.npy" 128001
   stage gdn_logits ./gdn logits --load "$W/ckpt_init" --ids "$W/row.bin" --out "$W/gdn_logits.f32" --device cuda \
       --precision fp32 --reset_state_at_eod true --eos_token_id 128001
   stage compare_logits python3 tests/gpu/compare_logits.py "$W/fla_logits.npy" "$W/gdn_logits.f32" \

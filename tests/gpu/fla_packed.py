@@ -9,7 +9,8 @@ Written for the lead to run; not part of CI (no GPU there).
       The gdn.c side of this comparison is the model check below (gdn has no op-level CLI).
   python3 tests/gpu/fla_packed.py logits HF_DIR IDS_FILE OUT.npy [EOS]
       fp32 logits of one packed row through GatedDeltaNetForCausalLM(..., cu_seqlens=...), cu_seqlens derived
-      from EOS as FLA's flame collator does ({0} + {p+1 : ids[p] == EOS} + {T}); compare with
+      from EOS as FLA's flame collator does ({0} + {p+1 : ids[p] == EOS} + {T}); FLA_PACKED_MODE picks the
+      delta-rule kernel (fused_recurrent, default, or chunk under TRITON_F32_DEFAULT=ieee); compare with
         ./gdn logits --load CKPT --ids IDS_FILE --out ours.f32 --reset_state_at_eod true --eos_token_id EOS
       using `compare`.
   python3 tests/gpu/fla_packed.py make-eod SRC_PREFIX DST_PREFIX [T]
@@ -94,6 +95,13 @@ def cmd_logits(hf, ids_file, out, eos=128001):
     ids = np.fromfile(ids_file, dtype=np.int32).astype(np.int64)
     cu = torch.tensor(cu_from_eos(ids.tolist(), int(eos)), dtype=torch.long, device="cuda")
     model = GatedDeltaNetForCausalLM.from_pretrained(hf, torch_dtype=torch.float32).cuda().eval()
+    # FLA_PACKED_MODE=fused_recurrent (default): FLA's recurrent kernel, varlen too, has no dots, so fp32 without
+    # TF32 and without the minutes of ieee autotuning its chunk kernels need; chunk: run under TRITON_F32_DEFAULT=ieee
+    mode = os.environ.get('FLA_PACKED_MODE', 'fused_recurrent')
+    layers = [m for m in model.modules() if type(m).__name__ == 'GatedDeltaNet']
+    for m in layers:
+        m.mode = mode
+    print(f'FLA GatedDeltaNet mode {mode} in {len(layers)} layers')
     with torch.no_grad():
         logits = model(input_ids=torch.from_numpy(ids)[None].cuda(), cu_seqlens=cu).logits[0].float().cpu().numpy()
     np.save(out, logits)
