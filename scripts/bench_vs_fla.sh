@@ -48,7 +48,7 @@ def gdn(tag, b):
         try: txt = open(f'{O}/gdn_{tag}_{ab}_b{b}.log').read()
         except OSError: continue
         m = re.search(r'([0-9.]+) ms/step, ([0-9]+) tokens/s', txt)
-        mem = re.search(r'device memory (?:in use|peak) ([0-9.]+) GiB', txt)
+        mem = re.search(r'memory in use ([0-9.]+) GiB', txt)
         if m and (best is None or float(m.group(1)) < best[0]):
             best = (float(m.group(1)), float(m.group(2)), float(mem.group(1)) if mem else float('nan'))
     return best
@@ -57,7 +57,7 @@ def fla(name, b):
     except (OSError, KeyError): return {}
     return {v: r[v].get(str(b), r[v].get(b, {})) for v in r}
 print('\nmodel  B   gdn ms  gdn tok/s  gdn GiB | FLA variant  ms      tok/s     GiB   | gdn/FLA')
-rows = [('300m', b) for b in BS] + ([('1b', 16)] if with1b else [])
+rows = [('300m', int(b)) for b in BS] + ([('1b', 16)] if with1b else [])
 for name, b in rows:
     g = gdn(name, b)
     for v, r in sorted(fla(name, b).items()):
