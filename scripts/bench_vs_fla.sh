@@ -3,7 +3,8 @@
 # Builds gdn with CUDA, then alternates `gdn bench` and FLA's harness (.flabench/fla_bench.py, a copy of
 # ../shared/tools; FLA's fla/ package in .fla/) at micro-batch 16, 32 and 64 for the 300M, optionally the 1B
 # and decoding, and prints the ratio table last.
-#   BENCH_B="16 32 64"  BENCH_1B=1  BENCH_DECODE=1  BENCH_STEPS=10  FLA_STEPS=12
+#   BENCH_B="16 32 64"  BENCH_1B=1  BENCH_DECODE=1  BENCH_STEPS=10  FLA_STEPS=12  FLA_TIMEOUT=420 (s per FLA run: its
+#   autotuning takes ~3 min for the first shape, ~45 s for each next one)
 # Logs and fla_results*.json go to build/bench_out (and a tarball to $OUT when the device tool sets it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,14 +26,14 @@ gdn_bench() { # gdn_bench TAG CONFIG B
 }
 plan=""; for b in $BS; do plan="$plan,$b"; done; plan=${plan#,}
 for b in $BS; do gdn_bench 300m_a configs/gdn-300m.yaml "$b"; done
-timeout 420 python3 .flabench/fla_bench.py --out "$O" --sections env,train \
+timeout "${FLA_TIMEOUT:-420}" python3 .flabench/fla_bench.py --out "$O" --sections env,train \
     --train-plan "bf16-fce:$plan;amp-fce:$plan" --steps "${FLA_STEPS:-12}" > "$O/fla_300m.log" 2>&1
 cp "$O/fla_results.json" "$O/fla_results_300m.json" 2>/dev/null
 grep "train\[" "$O/fla_300m.log" | grep "ms/step" || tail -5 "$O/fla_300m.log"
 for b in $BS; do gdn_bench 300m_b configs/gdn-300m.yaml "$b"; done
 if [ "${BENCH_1B:-0}" = 1 ]; then
   gdn_bench 1b_a configs/gdn-1b.yaml 16
-  FLA_BENCH_SHAPE=2048,16,8,16,64,8192 timeout 420 python3 .flabench/fla_bench.py --out "$O" --sections env,train \
+  FLA_BENCH_SHAPE=2048,16,8,16,64,8192 timeout "${FLA_TIMEOUT:-420}" python3 .flabench/fla_bench.py --out "$O" --sections env,train \
       --train-plan "bf16-fce:16;amp-fce:16" --steps 6 > "$O/fla_1b.log" 2>&1
   cp "$O/fla_results.json" "$O/fla_results_1b.json" 2>/dev/null
   gdn_bench 1b_b configs/gdn-1b.yaml 16
