@@ -13,7 +13,7 @@ SAN="-O1 -g -std=gnu11 -I. -fsanitize=address,undefined -fno-sanitize-recover=al
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 ${CC:-gcc} $SAN -o "$tmp/test_safetensors_asan" tests/test_safetensors.c io/safetensors.c util/common.c -lcjson -lm
 "$tmp/test_safetensors_asan" --no-python --fuzz 3000 | tail -n 3
-${CC:-gcc} $SAN -o "$tmp/pt_fuzz" tests/convert/pt_fuzz.c io/torch_pickle.c util/common.c -lz -lm
+${CC:-gcc} $SAN -o "$tmp/pt_fuzz" tests/convert/pt_fuzz.c io/torch_pickle.c io/pickle_vm.c io/zip_read.c util/common.c -lz -lm
 $PY tests/convert/fla_io.py make-pt "$tmp/model_optim_rng.pt"
 "$tmp/pt_fuzz" "$tmp/model_optim_rng.pt" 1500
 echo "readers clean under ASan/UBSan"
