@@ -1,8 +1,9 @@
 // conv.cu: causal depthwise conv (width K, no bias) + SiLU per channel (spec model.md §2.3 step 2):
 // y[t,c] = silu(sum_{j<K} w[c*K+j] * x[t-K+1+j, c]), x[t<0] from state_in (or 0).
 //
-// One thread per (sequence b, TT consecutive steps, channel c): neighbouring threads take neighbouring
-// channels, so loads are coalesced. The taps are right-aligned into a compile-time width KM >= K
+// Generic kernels: one thread per (sequence b, TT consecutive steps, channel c): neighbouring threads take
+// neighbouring channels, so loads are coalesced. The 4-tap backward of every GDN config moves 16-byte channel
+// vectors instead (conv_bwd_vec_kernel). The taps are right-aligned into a compile-time width KM >= K
 // (wp[jj] = w[jj - (KM-K)], zero for jj < KM-K), which keeps every register-array index static.
 // The backward's dw is reduced deterministically: per (b, tile) partials, then cu_add_partials.
 // Packed documents (doc_start, backend.h; nullable): output t reads x at p only when lo = doc_start[t] is 0 or
@@ -129,71 +130,128 @@ __global__ void conv_bwd_kernel(T *dx, int lddx, float *part, const T *dy, int l
     }
 }
 
-// The same for two neighbouring channels per thread (one 4-byte bf16 pair per load instead of two 2-byte
-// loads) over CONV_TT2 steps (half the tile, so the registers stay the same): D, the strides and the
-// pointers even / pair-aligned. Partials per (b, CONV_TT2 tile).
-enum { CONV_TT2 = 16 };
-template <typename T, int KM>
-__global__ void conv_bwd_pair_kernel(T *dx, int lddx, float *part, const T *dy, int lddy, const T *x, int ldx,
-                                     const float *w, int T_, int D, int K, const int32_t *ds) {
-    const int c = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
-    if (c >= D) return;
-    const int b = blockIdx.z, tile = blockIdx.y, t0 = tile * CONV_TT2;
-    float wp[2][KM];
-    conv_taps<KM>(wp[0], w, c, K);
-    conv_taps<KM>(wp[1], w, c + 1, K);
-    constexpr int NX = CONV_TT2 + 2 * KM - 2, NP = CONV_TT2 + KM - 1;
-    float xv[2][NX];
+// The 4-tap backward over 16-byte channel vectors (every GDN config): V = 16 / sizeof(T) channels per thread
+// (8 bf16, 4 fp32), a warp's lanes side by side along the channels (512 contiguous bytes of a row), the
+// block's CONV_RUNS warps on consecutive runs of CONV_RUN tokens. Each thread walks its run forward in time
+// with the last 3 inputs and pre-activation gradients in registers: step t forms dpre[t] from x[t-3..t] and
+// dy[t], adds dpre[t] x[t-3+j] to its dw taps (t inside the run) and emits dx[t-3] from dpre[t-3..t]; the
+// walk reads the 3 inputs before the run and goes 3 steps past it (the neighbour's tokens, no dw there).
+// Each group of CONV_LOADS steps issues its 16-byte loads before using any (bytes in flight). Same terms
+// in the same order as conv_bwd_kernel, so dx is the same (DOCS = false drops the masks: w * x is w * (ok ? x
+// : 0) when every tap is ok); dw: each block sums its warps' taps in warp
+// order in shared memory and writes one partial per (b, block row) for cu_add_partials.
+enum { CONV_RUN = 32, CONV_RUNS = 4, CONV_LOADS = 5 }; // CONV_RUN + 3 steps = 7 groups of CONV_LOADS
+static_assert((CONV_RUN + 3) % CONV_LOADS == 0, "the walk is whole load groups");
+
+template <typename T, int V> __device__ __forceinline__ void unpack16(float (&out)[V], const uint4 &raw) {
+    const T *t = reinterpret_cast<const T *>(&raw);
 #pragma unroll
-    for (int i = 0; i < NX; i++) {
-        int t = t0 - (KM - 1) + i;
-        xv[0][i] = xv[1][i] = 0.0f;
-        if (t >= 0 && t < T_) load2(xv[0][i], xv[1][i], x + ((size_t)b * T_ + t) * ldx + c);
-    }
-    float dp[2][NP];
-    int lop[NP];
+    for (int i = 0; i < V; i++) out[i] = to_f(t[i]);
+}
+
+template <typename T, bool DOCS>
+__global__ void __launch_bounds__(32 * CONV_RUNS)
+    conv_bwd_vec_kernel(T *__restrict__ dx, int lddx, float *__restrict__ part, const T *__restrict__ dy, int lddy,
+                        const T *__restrict__ x, int ldx, const float *__restrict__ w, int T_, int D, int K,
+                        const int32_t *__restrict__ ds) {
+    constexpr int V = Vec16<T>::n, KM = 4, H = KM - 1;
+    const int lane = threadIdx.x, run = threadIdx.y, b = blockIdx.z;
+    const int c = (blockIdx.x * 32 + lane) * V, t0 = (blockIdx.y * CONV_RUNS + run) * CONV_RUN;
+    const bool active = c < D && t0 < T_; // no early return: the block sums dw together below
+    float wp[V][KM], dwa[V][KM], xw[V][H], dpw[V][H]; // xw, dpw: x and dpre at t-3, t-2, t-1
+    int low[H];                                         // their doc_start
 #pragma unroll
-    for (int p = 0; p < NP; p++) {
-        int t = t0 + p;
-        float g0 = 0.0f, g1 = 0.0f;
-        lop[p] = ds && t < T_ ? ds[(size_t)b * T_ + t] : 0;
-        if (t < T_) load2(g0, g1, dy + ((size_t)b * T_ + t) * lddy + c);
+    for (int v = 0; v < V; v++) {
 #pragma unroll
-        for (int q = 0; q < 2; q++) {
-            float u = 0.0f;
+        for (int jj = 0; jj < KM; jj++) wp[v][jj] = dwa[v][jj] = 0.0f;
+        if (c < D) conv_taps<KM>(wp[v], w, c + v, K);
 #pragma unroll
-            for (int jj = 0; jj < KM; jj++)
-                u += wp[q][jj] * (conv_tap_ok(lop[p], t - (KM - 1) + jj) ? xv[q][p + jj] : 0.0f);
-            float sg = sigmoid_f(u);
-            dp[q][p] = (q ? g1 : g0) * sg * (1.0f + u * (1.0f - sg)); // 0 past the end (g = 0)
-        }
-    }
-#pragma unroll
-    for (int p = 0; p < CONV_TT2; p++) {
-        int t = t0 + p;
-        if (t >= T_) break;
-        float g[2];
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            g[q] = 0.0f;
-#pragma unroll
-            for (int jj = 0; jj < KM; jj++)
-                g[q] += wp[q][jj] * (conv_tap_ok(lop[p + KM - 1 - jj], t) ? dp[q][p + KM - 1 - jj] : 0.0f);
-        }
-        store2(dx + ((size_t)b * T_ + t) * lddx + c, g[0], g[1]);
+        for (int i = 0; i < H; i++) xw[v][i] = dpw[v][i] = 0.0f;
     }
 #pragma unroll
-    for (int q = 0; q < 2; q++) {
-        float *pr = part + ((size_t)b * gridDim.y + tile) * D * K + (size_t)(c + q) * K;
+    for (int i = 0; i < H; i++) {
+        low[i] = 0;
+        const int t = t0 - H + i;
+        if (active && t >= 0) {
+            float v8[V];
+            load_vec<T, V>(v8, x + ((size_t)b * T_ + t) * ldx + c);
 #pragma unroll
-        for (int jj = 0; jj < KM; jj++) {
-            if (jj < KM - K) continue; // padding taps
-            float acc = 0.0f;
-#pragma unroll
-            for (int p = 0; p < CONV_TT2; p++)
-                acc += dp[q][p] * (conv_tap_ok(lop[p], t0 + p - (KM - 1) + jj) ? xv[q][p + jj] : 0.0f);
-            pr[jj - (KM - K)] = acc;
+            for (int v = 0; v < V; v++) xw[v][i] = v8[v];
         }
+    }
+    for (int s0 = 0; active && s0 < CONV_RUN + H; s0 += CONV_LOADS) {
+        uint4 xr[CONV_LOADS], gr[CONV_LOADS];
+        int lr[CONV_LOADS];
+#pragma unroll
+        for (int r = 0; r < CONV_LOADS; r++) { // past the end: x = dy = 0, so dpre = 0
+            const int t = t0 + s0 + r;
+            xr[r] = gr[r] = make_uint4(0, 0, 0, 0);
+            lr[r] = 0;
+            if (t < T_) {
+                const size_t n = (size_t)b * T_ + t;
+                xr[r] = *reinterpret_cast<const uint4 *>(x + n * ldx + c);
+                gr[r] = *reinterpret_cast<const uint4 *>(dy + n * lddy + c);
+                lr[r] = DOCS ? ds[n] : 0;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < CONV_LOADS; r++) {
+            const int s = s0 + r, t = t0 + s, lo = lr[r];
+            float xv[V], gv[V], dp[V];
+            unpack16<T, V>(xv, xr[r]);
+            unpack16<T, V>(gv, gr[r]);
+#pragma unroll
+            for (int v = 0; v < V; v++) {
+                float u = 0.0f;
+#pragma unroll
+                for (int jj = 0; jj < KM; jj++)
+                    u += wp[v][jj] * (!DOCS || conv_tap_ok(lo, t - H + jj) ? (jj < H ? xw[v][jj] : xv[v]) : 0.0f);
+                const float sg = sigmoid_f(u);
+                dp[v] = gv[v] * sg * (1.0f + u * (1.0f - sg));
+                if (s < CONV_RUN) { // dpre is 0 past the end of the sequence
+#pragma unroll
+                    for (int jj = 0; jj < KM; jj++)
+                        dwa[v][jj] += dp[v] * (!DOCS || conv_tap_ok(lo, t - H + jj) ? (jj < H ? xw[v][jj] : xv[v]) : 0.0f);
+                }
+            }
+            const int te = t - H; // dx[te] reads dpre[te + 3 - jj] = dpre[t - jj]
+            if (s >= H && te < T_) {
+                float g[V];
+#pragma unroll
+                for (int v = 0; v < V; v++) {
+                    g[v] = 0.0f;
+#pragma unroll
+                    for (int jj = 0; jj < KM; jj++)
+                        g[v] += wp[v][jj] * (!DOCS || conv_tap_ok(jj ? low[H - jj] : lo, te) ? (jj ? dpw[v][H - jj] : dp[v]) : 0.0f);
+                }
+                store_vec<T, V>(dx + ((size_t)b * T_ + te) * lddx + c, g);
+            }
+#pragma unroll
+            for (int i = 0; i < H; i++) {
+                low[i] = i + 1 < H ? low[i + 1] : lo;
+#pragma unroll
+                for (int v = 0; v < V; v++) {
+                    xw[v][i] = i + 1 < H ? xw[v][i + 1] : xv[v];
+                    dpw[v][i] = i + 1 < H ? dpw[v][i + 1] : dp[v];
+                }
+            }
+        }
+    }
+    // dw: red[run][lane][v*KM + jj] (row padded against bank conflicts), summed over the runs in order
+    constexpr int E = V * KM;
+    __shared__ float red[CONV_RUNS][32][E + 1];
+#pragma unroll
+    for (int v = 0; v < V; v++)
+#pragma unroll
+        for (int jj = 0; jj < KM; jj++) red[run][lane][v * KM + jj] = dwa[v][jj];
+    __syncthreads();
+    float *pr = part + ((size_t)b * gridDim.y + blockIdx.y) * D * K;
+    for (int e = run * 32 + lane; e < 32 * E; e += 32 * CONV_RUNS) { // e = (channel in block) * KM + tap
+        const int ln = e / E, k = e % E, ch = blockIdx.x * 32 * V + e / KM, jj = e % KM;
+        float sum = red[0][ln][k];
+#pragma unroll
+        for (int r = 1; r < CONV_RUNS; r++) sum += red[r][ln][k];
+        if (ch < D && jj >= KM - K) pr[(size_t)ch * K + jj - (KM - K)] = sum;
     }
 }
 
@@ -236,15 +294,16 @@ static void cu_conv_silu_bwd(void *dx, int lddx, float *dw, const void *dy, int 
     CU_REQUIRE(dx != x && dx != dy, "conv_silu_bwd", "dx must not alias dy or x (neighbouring steps read them)");
     CU_REQUIRE(B <= 65535, "conv_silu_bwd", "B=%d sequences exceed the kernel's grid", B);
     if (B == 0 || T_ == 0) return;
-    const size_t pair_bytes = 2 * sizeof(T);
-    if (K <= 4 && D % 2 == 0 && ldx % 2 == 0 && lddx % 2 == 0 && lddy % 2 == 0 && cu_aligned(dx, pair_bytes) &&
-        cu_aligned(dy, pair_bytes) && cu_aligned(x, pair_bytes)) { // the 4-tap pair kernel (every GDN config)
-        dim3 grid(cu_blocks(D / 2, CONV_THREADS), cu_blocks(T_, CONV_TT2), B);
+    constexpr int V = Vec16<T>::n;
+    if (K <= 4 && D % V == 0 && ldx % V == 0 && lddx % V == 0 && lddy % V == 0 && cu_aligned16(dx) &&
+        cu_aligned16(dy) && cu_aligned16(x)) { // the 16-byte-vector 4-tap kernel (every GDN config)
+        dim3 grid(cu_blocks(D / V, 32), cu_blocks(T_, CONV_RUN * CONV_RUNS), B);
         CU_REQUIRE(grid.y <= 65535, "conv_silu_bwd", "T=%d exceeds the kernel's grid", T_);
         const int P = (int)(grid.y * grid.z);
         float *part = (float *)cu_scratch((size_t)P * D * K * sizeof(float), "conv_silu_bwd");
-        cu_launch("conv_silu_bwd", conv_bwd_pair_kernel<T, 4>, grid, dim3(CONV_THREADS), 0, (T *)dx, lddx, part,
-                  (const T *)dy, lddy, (const T *)x, ldx, w, T_, D, K, doc_start);
+        cu_launch("conv_silu_bwd", doc_start ? conv_bwd_vec_kernel<T, true> : conv_bwd_vec_kernel<T, false>, grid,
+                  dim3(32, CONV_RUNS), 0, (T *)dx, lddx, part, (const T *)dy, lddy, (const T *)x, ldx, w, T_, D, K,
+                  doc_start);
         cu_add_partials(dw, part, P, D * K, "conv_silu_bwd dw sum");
         cu_scratch_free(part);
         return;

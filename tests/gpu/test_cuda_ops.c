@@ -55,10 +55,13 @@ static void build_cases(int quick) {
     cases_conv(&g, 2, 1, 36, 4, 0, 1, 1, 0);   // decode: T=1, state in place
     cases_conv(&g, 1, 33, 20, 6, 2, 1, 0, 0);  // K=6: the 8-tap kernel
     cases_conv(&g, 1, 40, 17, 12, 0, 0, 0, 0); // K=12: the 16-tap kernel, no state
-    cases_conv(&g, 2, 130, 1024, 4, 0, 0, 0, 0);
+    cases_conv(&g, 2, 130, 1024, 4, 0, 0, 0, 0); // the 16-byte-vector backward, no documents
+    cases_conv(&g, 2, 150, 48, 3, 8, 0, 0, 0);   // K=3 (a padding tap), rows padded by 8: still 16-byte aligned
     // packed documents: fixed starts / hundreds of short documents; the state only for the first document
-    cases_conv(&g, 2, 300, 40, 4, 0, 1, 0, 1);  // even D: the pair backward
+    cases_conv(&g, 2, 300, 40, 4, 0, 1, 0, 1);  // D a multiple of 8: the 16-byte-vector backward
     cases_conv(&g, 2, 600, 24, 4, 0, 1, 0, 2);
+    cases_conv(&g, 1, 260, 16, 2, 8, 0, 0, 2);  // K=2, padded rows: the vector backward's masks
+    cases_conv(&g, 1, 90, 20, 4, 0, 0, 0, 1);   // D=20: scalar in bf16 (not 8-aligned), vectors of 4 in fp32
     cases_conv(&g, 1, 200, 17, 4, 3, 1, 0, 1);  // odd D, padded rows: the scalar backward
     cases_conv(&g, 1, 140, 20, 6, 0, 0, 0, 2);  // K=6: the 8-tap kernels
     cases_doc_starts(&g, 3, 300, 1);
