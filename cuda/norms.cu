@@ -91,37 +91,55 @@ __global__ void rmsnorm_bwd_kernel(T *ds, float *part, const T *dy, const T *s, 
         for (int i = 0; i < V; i++) part[(size_t)blockIdx.x * h + c + i] = dwp[c + i];
 }
 
-// The same with each thread's NV vectors of dy and s kept in registers from the dot product to the output
-// (one read of each instead of two): h <= NV * V * blockDim.x.
+// The same with each thread's NV vectors of dy, s and dres kept in registers from the dot product to the
+// output (one read of each instead of two): h <= NV * V * blockDim.x. The next row's vectors are loaded
+// before this row's reduction where the registers allow (two rows in flight: the block's rows run one after
+// another, each waiting on its block_sum), and the dw partial stays in registers (each column has one owner thread either way).
 template <typename T, int V, int NV>
 __global__ void rmsnorm_bwd_reg_kernel(T *ds, float *part, const T *dy, const T *s, const float *rstd, const float *w,
                                        const T *dres, int N, int h, int R) {
-    CU_DYN_SMEM(float, dwp);
     const int n0 = blockIdx.x * R, n1 = min(N, n0 + R);
-    float wv[NV][V];
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const int c = (threadIdx.x + k * blockDim.x) * V;
-#pragma unroll
-        for (int i = 0; i < V; i++) {
-            wv[k][i] = c < h ? w[c + i] : 0.0f;
-            if (c < h) dwp[c + i] = 0.0f;
-        }
-    }
-    for (int n = n0; n < n1; n++) {
+    float wv[NV][V], dwv[NV][V], d[NV][V], sv[NV][V], r[NV][V];
+    auto load_row = [&](int n) { // row n's dy, s and dres into d, sv, r
         const size_t base = (size_t)n * h;
-        const float rs = rstd[n];
-        float d[NV][V], sv[NV][V], dot = 0.0f;
 #pragma unroll
         for (int k = 0; k < NV; k++) {
             const int c = (threadIdx.x + k * blockDim.x) * V;
             if (c >= h) continue;
             load_vec<T, V>(d[k], dy + base + c);
             load_vec<T, V>(sv[k], s + base + c);
+            if (dres) load_vec<T, V>(r[k], dres + base + c);
+        }
+    };
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int c = (threadIdx.x + k * blockDim.x) * V;
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+            wv[k][i] = c < h ? w[c + i] : 0.0f;
+            dwv[k][i] = d[k][i] = sv[k][i] = r[k][i] = 0.0f;
+        }
+    }
+    constexpr bool PREFETCH = NV == 1; // registers for two rows (h <= 2048 in bf16: the 300M and the 1B)
+    if (PREFETCH && n0 < n1) load_row(n0);
+    for (int n = n0; n < n1; n++) {
+        const size_t base = (size_t)n * h;
+        const float rs = rstd[n];
+        float cd[NV][V], csv[NV][V], cr[NV][V], dot = 0.0f;
+        if (!PREFETCH) load_row(n);
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+#pragma unroll
+            for (int i = 0; i < V; i++) cd[k][i] = d[k][i], csv[k][i] = sv[k][i], cr[k][i] = r[k][i];
+        if (PREFETCH && n + 1 < n1) load_row(n + 1); // rows n+1 and n are different rows: no alias between ds and dy/dres
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int c = (threadIdx.x + k * blockDim.x) * V;
+            if (c >= h) continue;
 #pragma unroll
             for (int i = 0; i < V; i++) {
-                dot += (d[k][i] * wv[k][i]) * (sv[k][i] * rs);
-                dwp[c + i] += d[k][i] * (sv[k][i] * rs);
+                dot += (cd[k][i] * wv[k][i]) * (csv[k][i] * rs);
+                dwv[k][i] += cd[k][i] * (csv[k][i] * rs);
             }
         }
         const float mean = block_sum(dot) / (float)h; // (its barriers also order the reads above before writes)
@@ -129,12 +147,11 @@ __global__ void rmsnorm_bwd_reg_kernel(T *ds, float *part, const T *dy, const T 
         for (int k = 0; k < NV; k++) {
             const int c = (threadIdx.x + k * blockDim.x) * V;
             if (c >= h) continue;
-            float r[V], o[V];
-            if (dres) load_vec<T, V>(r, dres + base + c);
+            float o[V];
 #pragma unroll
             for (int i = 0; i < V; i++) {
-                o[i] = (d[k][i] * wv[k][i] - sv[k][i] * rs * mean) * rs;
-                if (dres) o[i] += r[i];
+                o[i] = (cd[k][i] * wv[k][i] - csv[k][i] * rs * mean) * rs;
+                if (dres) o[i] += cr[k][i];
             }
             store_vec<T, V>(ds + base + c, o);
         }
@@ -144,7 +161,7 @@ __global__ void rmsnorm_bwd_reg_kernel(T *ds, float *part, const T *dy, const T 
         const int c = (threadIdx.x + k * blockDim.x) * V;
         if (c < h)
 #pragma unroll
-            for (int i = 0; i < V; i++) part[(size_t)blockIdx.x * h + c + i] = dwp[c + i];
+            for (int i = 0; i < V; i++) part[(size_t)blockIdx.x * h + c + i] = dwv[k][i];
     }
 }
 
@@ -186,11 +203,11 @@ static void cu_rmsnorm_bwd(void *ds, float *dw, const void *dy, const void *s, c
     const int threads = norm_threads(h, V), nv = (h / V + threads - 1) / threads; // vectors per thread
 #define RB_ARGS (T *)ds, part, (const T *)dy, (const T *)s, rstd, w, (const T *)dres, N, h, (int)RMS_BWD_ROWS
     if (vec && nv == 1)
-        cu_launch("rmsnorm_bwd", rmsnorm_bwd_reg_kernel<T, V, 1>, dim3(P), dim3(threads), (size_t)h * 4, RB_ARGS);
+        cu_launch("rmsnorm_bwd", rmsnorm_bwd_reg_kernel<T, V, 1>, dim3(P), dim3(threads), 0, RB_ARGS);
     else if (vec && nv == 2)
-        cu_launch("rmsnorm_bwd", rmsnorm_bwd_reg_kernel<T, V, 2>, dim3(P), dim3(threads), (size_t)h * 4, RB_ARGS);
+        cu_launch("rmsnorm_bwd", rmsnorm_bwd_reg_kernel<T, V, 2>, dim3(P), dim3(threads), 0, RB_ARGS);
     else if (vec && nv <= 4)
-        cu_launch("rmsnorm_bwd", rmsnorm_bwd_reg_kernel<T, V, 4>, dim3(P), dim3(threads), (size_t)h * 4, RB_ARGS);
+        cu_launch("rmsnorm_bwd", rmsnorm_bwd_reg_kernel<T, V, 4>, dim3(P), dim3(threads), 0, RB_ARGS);
     else if (vec)
         cu_launch("rmsnorm_bwd", rmsnorm_bwd_kernel<T, V>, dim3(P), dim3(threads), (size_t)h * 4, RB_ARGS);
     else
