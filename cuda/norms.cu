@@ -519,6 +519,97 @@ __global__ void gated_rmsnorm_bwd_pair_kernel(T *dO, int lddo, T *dz, int lddz, 
     }
 }
 
+// 16-byte vectors: L = dv / V lanes per row (V = 8 bf16 / 4 fp32 values each), G = 32 / L rows side by side
+// in a warp, GATED_VEC_STEPS groups of G consecutive rows per warp, the next group's dy, o, z and rstd loaded
+// before this group's row sums (L-lane butterflies). Each element's terms are the pair kernel's; the row sum
+// runs in another order (V values per lane, then L lanes). dw: per lane over its rows in order, then a
+// butterfly over the G rows of the warp, then the block's warps in order, one partial per block.
+enum { GATED_VEC_STEPS = 4 };
+template <typename T, int L>
+__global__ void __launch_bounds__(32 * GATED_BWD_WARPS)
+    gated_rmsnorm_bwd_vec_kernel(T *dO, int lddo, T *dz, int lddz, float *part, const T *dy, int lddy, const T *o,
+                                 int ldo, const T *z, int ldz, const float *rstd, const float *w, int N, int HV,
+                                 int dv) {
+    constexpr int V = Vec16<T>::n, G = 32 / L;
+    __shared__ float red[GATED_BWD_WARPS][L * V];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, e = (lane % L) * V;
+    const size_t rows = (size_t)N * HV, r0 = ((size_t)blockIdx.x * GATED_BWD_WARPS + warp) * GATED_VEC_STEPS * G;
+    float wv[V], dwa[V], g[V], xo[V], zz[V], rs = 0.0f;
+#pragma unroll
+    for (int i = 0; i < V; i++) wv[i] = w[e + i], dwa[i] = 0.0f;
+    auto load_group = [&](int step) { // this lane's row of group `step`: dy, o, z, rstd (zeros past the end)
+        const size_t v = r0 + (size_t)step * G + lane / L;
+        if (v < rows) {
+            const size_t n = v / HV, col = (v % HV) * dv + e;
+            load_vec<T, V>(g, dy + n * lddy + col);
+            load_vec<T, V>(xo, o + n * ldo + col);
+            load_vec<T, V>(zz, z + n * ldz + col);
+            rs = rstd[v];
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; i++) g[i] = xo[i] = zz[i] = 0.0f;
+            rs = 0.0f;
+        }
+    };
+    load_group(0);
+#pragma unroll 1
+    for (int step = 0; step < GATED_VEC_STEPS; step++) {
+        const size_t v = r0 + (size_t)step * G + lane / L;
+        float cg[V], xh[V], cz[V], dot = 0.0f;
+        const float crs = rs;
+#pragma unroll
+        for (int i = 0; i < V; i++) cg[i] = g[i], xh[i] = xo[i] * crs, cz[i] = zz[i];
+        if (step + 1 < GATED_VEC_STEPS) load_group(step + 1); // other rows: do/dz never alias what is loaded
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+            const float ze = cz[i], sw = ze * sigmoid_f(ze);
+            dot += (cg[i] * sw * wv[i]) * xh[i];
+            dwa[i] += (cg[i] * sw) * xh[i];
+        }
+#pragma unroll
+        for (int off = L / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+        const float mean = dot / (float)dv;
+        if (v < rows) {
+            float od[V], zd[V];
+#pragma unroll
+            for (int i = 0; i < V; i++) {
+                const float ze = cz[i], sg = sigmoid_f(ze), u = cg[i] * (ze * sg) * wv[i];
+                od[i] = (u - xh[i] * mean) * crs;
+                zd[i] = cg[i] * xh[i] * wv[i] * sg * (1.0f + ze * (1.0f - sg));
+            }
+            const size_t n = v / HV, col = (v % HV) * dv + e;
+            store_vec<T, V>(dO + n * lddo + col, od);
+            store_vec<T, V>(dz + n * lddz + col, zd);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < V; i++)
+#pragma unroll
+        for (int off = L; off < 32; off <<= 1) dwa[i] += __shfl_xor_sync(0xffffffffu, dwa[i], off);
+    if (lane < L)
+#pragma unroll
+        for (int i = 0; i < V; i++) red[warp][e + i] = dwa[i];
+    __syncthreads();
+    for (int c = threadIdx.x; c < dv; c += blockDim.x) {
+        float t = red[0][c];
+        for (int x = 1; x < GATED_BWD_WARPS; x++) t += red[x][c];
+        part[(size_t)blockIdx.x * dv + c] = t;
+    }
+}
+
+// L for gated_rmsnorm_bwd_vec_kernel (dv = L * V, L a power of two from 4 to 32), 0: not applicable.
+template <typename T> static int vec_lanes(int d, std::initializer_list<int> lds, std::initializer_list<const void *> ps) {
+    constexpr int V = Vec16<T>::n;
+    if (d % V) return 0;
+    const int L = d / V;
+    if (L != 4 && L != 8 && L != 16 && L != 32) return 0;
+    for (int ld : lds)
+        if (ld % V) return 0;
+    for (const void *p : ps)
+        if (!cu_aligned16(p)) return 0;
+    return L;
+}
+
 template <typename T>
 static void cu_gated_rmsnorm_fwd(void *y, int ldy, float *rstd, const void *o, int ldo, const void *z, int ldz,
                                  const float *w, int N, int HV, int dv, float eps) {
@@ -551,13 +642,23 @@ static void cu_gated_rmsnorm_bwd(void *do_, int lddo, void *dz, int lddz, float 
     if (N == 0) return;
     const size_t smem = (size_t)GATED_BWD_WARPS * dv * sizeof(float);
     CU_REQUIRE(smem <= g_cu.smem_optin, "gated_rmsnorm_bwd", "dv=%d too wide for the dw rows in shared memory", dv);
-    const long rows = (long)N * HV, per_block = (long)GATED_BWD_WARPS * GATED_BWD_ROWS_PER_WARP;
+    const int L = vec_lanes<T>(dv, {lddo, lddz, lddy, ldo, ldz}, {do_, dz, dy, o, z});
+    const long rows = (long)N * HV,
+               per_block = L ? (long)GATED_BWD_WARPS * GATED_VEC_STEPS * (32 / L)
+                             : (long)GATED_BWD_WARPS * GATED_BWD_ROWS_PER_WARP;
     const long P = (rows + per_block - 1) / per_block;
     CU_REQUIRE(P <= 0x7fffffffL, "gated_rmsnorm_bwd", "N*HV=%ld rows is more than this kernel's grid allows", rows);
     float *part = (float *)cu_scratch((size_t)P * dv * sizeof(float), "gated_rmsnorm_bwd");
 #define GB_ARGS (T *)do_, lddo, (T *)dz, lddz, part, (const T *)dy, lddy, (const T *)o, ldo, (const T *)z, ldz, rstd, w, N, HV, dv
     const dim3 grid((unsigned)P), block(32 * GATED_BWD_WARPS);
-    switch (pair_lanes<T>(dv, {lddo, lddz, lddy, ldo, ldz}, {do_, dz, dy, o, z})) {
+    if (L) {
+        switch (L) {
+        case 4: cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_vec_kernel<T, 4>, grid, block, 0, GB_ARGS); break;
+        case 8: cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_vec_kernel<T, 8>, grid, block, 0, GB_ARGS); break;
+        case 16: cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_vec_kernel<T, 16>, grid, block, 0, GB_ARGS); break;
+        default: cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_vec_kernel<T, 32>, grid, block, 0, GB_ARGS);
+        }
+    } else switch (pair_lanes<T>(dv, {lddo, lddz, lddy, ldo, ldz}, {do_, dz, dy, o, z})) {
     case 1: cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_pair_kernel<T, 1>, grid, block, smem, GB_ARGS); break;
     case 2: cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_pair_kernel<T, 2>, grid, block, smem, GB_ARGS); break;
     case 4: cu_launch("gated_rmsnorm_bwd", gated_rmsnorm_bwd_pair_kernel<T, 4>, grid, block, smem, GB_ARGS); break;

@@ -74,7 +74,9 @@ static void build_cases(int quick) {
     cases_gate(&g, 70, 6, 3);
     cases_gate(&g, 600, 8, 0); // more than one 256-row partial block
     cases_gated(&g, 40, 3, 48, 4);  // pairs, lanes 24-31 idle
-    cases_gated(&g, 66, 8, 64, 0);  // the 300M's heads
+    cases_gated(&g, 66, 8, 64, 0);  // the 300M's heads: the 16-byte-vector backward (8 lanes per row in bf16)
+    cases_gated(&g, 50, 4, 32, 8);  // vectors, padded rows: 4 lanes per row in bf16, 8 in fp32
+    cases_gated(&g, 30, 3, 128, 0); // vectors: 16 / 32 lanes per row, a partial last block
     cases_gated(&g, 35, 2, 40, 3);  // odd strides: scalar kernels
     cases_gated(&g, 21, 2, 176, 2); // three pairs per lane -> the four-pair kernel
     cases_gated(&g, 8, 1, 300, 0);  // dv > 256: scalar kernels
