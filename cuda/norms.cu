@@ -325,6 +325,99 @@ template <typename T> static int pair_lanes(int d, std::initializer_list<int> ld
     return d <= 64 ? 1 : d <= 128 ? 2 : 4;
 }
 
+// Lanes per row L for the 16-byte-vector kernels (d = L * V, L a power of two from 4 to 32), 0: not applicable.
+template <typename T> static int vec_lanes(int d, std::initializer_list<int> lds, std::initializer_list<const void *> ps) {
+    constexpr int V = Vec16<T>::n;
+    if (d % V) return 0;
+    const int L = d / V;
+    if (L != 4 && L != 8 && L != 16 && L != 32) return 0;
+    for (int ld : lds)
+        if (ld % V) return 0;
+    for (const void *p : ps)
+        if (!cu_aligned16(p)) return 0;
+    return L;
+}
+
+// 16-byte vectors: L = d / V lanes per head vector (V = 8 bf16 / 4 fp32), G = 32 / L vectors side by side in
+// a warp, L2_VEC_GROUPS groups of G consecutive vectors per warp, all loaded before any is reduced. The same
+// per-element arithmetic as the pair kernels; the sums run in another order (V values per lane, then an
+// L-lane butterfly). y may alias x and dx may alias dy: a lane writes only elements it has read.
+enum { L2_VEC_GROUPS = 2 };
+template <typename T, int L>
+__global__ void __launch_bounds__(128) l2norm_fwd_vec_kernel(T *y, int ldy, float *rstd, const T *x, int ldx, int N,
+                                                             int heads, int d) {
+    constexpr int V = Vec16<T>::n, G = 32 / L;
+    const int lane = threadIdx.x & 31, e = (lane % L) * V;
+    const size_t rows = (size_t)N * heads,
+                 v0 = ((size_t)blockIdx.x * 4 + (threadIdx.x >> 5)) * L2_VEC_GROUPS * G + lane / L;
+    float a[L2_VEC_GROUPS][V];
+#pragma unroll
+    for (int k = 0; k < L2_VEC_GROUPS; k++) {
+        const size_t v = v0 + (size_t)k * G;
+        if (v < rows)
+            load_vec<T, V>(a[k], x + (v / heads) * ldx + (v % heads) * d + e);
+        else
+#pragma unroll
+            for (int i = 0; i < V; i++) a[k][i] = 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < L2_VEC_GROUPS; k++) {
+        const size_t v = v0 + (size_t)k * G;
+        float ss = 0.0f;
+#pragma unroll
+        for (int i = 0; i < V; i++) ss += a[k][i] * a[k][i];
+#pragma unroll
+        for (int off = L / 2; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+        const float rs = 1.0f / sqrtf(ss + 1e-6f);
+        if (v < rows) {
+            if (lane % L == 0) rstd[v] = rs;
+            float o[V];
+#pragma unroll
+            for (int i = 0; i < V; i++) o[i] = a[k][i] * rs;
+            store_vec<T, V>(y + (v / heads) * ldy + (v % heads) * d + e, o);
+        }
+    }
+}
+
+template <typename T, int L>
+__global__ void __launch_bounds__(128) l2norm_bwd_vec_kernel(T *dx, int lddx, const T *dy, int lddy, const T *y, int ldy,
+                                                             const float *rstd, int N, int heads, int d) {
+    constexpr int V = Vec16<T>::n, G = 32 / L;
+    const int lane = threadIdx.x & 31, e = (lane % L) * V;
+    const size_t rows = (size_t)N * heads,
+                 v0 = ((size_t)blockIdx.x * 4 + (threadIdx.x >> 5)) * L2_VEC_GROUPS * G + lane / L;
+    float g[L2_VEC_GROUPS][V], yv[L2_VEC_GROUPS][V], rs[L2_VEC_GROUPS];
+#pragma unroll
+    for (int k = 0; k < L2_VEC_GROUPS; k++) {
+        const size_t v = v0 + (size_t)k * G;
+        rs[k] = 0.0f;
+        if (v < rows) {
+            const size_t n = v / heads, col = (v % heads) * d + e;
+            load_vec<T, V>(g[k], dy + n * lddy + col);
+            load_vec<T, V>(yv[k], y + n * ldy + col);
+            rs[k] = rstd[v];
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; i++) g[k][i] = yv[k][i] = 0.0f;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < L2_VEC_GROUPS; k++) {
+        const size_t v = v0 + (size_t)k * G;
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < V; i++) dot += g[k][i] * yv[k][i];
+#pragma unroll
+        for (int off = L / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+        if (v < rows) {
+            float o[V];
+#pragma unroll
+            for (int i = 0; i < V; i++) o[i] = rs[k] * (g[k][i] - dot * yv[k][i]);
+            store_vec<T, V>(dx + (v / heads) * lddx + (v % heads) * d + e, o);
+        }
+    }
+}
+
 template <typename T>
 static void cu_l2norm_fwd(void *y, int ldy, float *rstd, const void *x, int ldx, int N, int heads, int d) {
     CU_REQUIRE(y && rstd && x, "l2norm_fwd", "NULL pointer (y, rstd, x)");
@@ -332,6 +425,19 @@ static void cu_l2norm_fwd(void *y, int ldy, float *rstd, const void *x, int ldx,
     CU_REQUIRE(ldx >= heads * d && ldy >= heads * d, "l2norm_fwd", "row strides ldx=%d ldy=%d below heads*d=%d", ldx,
                ldy, heads * d);
     if (N == 0) return;
+    const int L = vec_lanes<T>(d, {ldx, ldy}, {x, y});
+    if (L) {
+        const dim3 vgrid(cu_blocks((size_t)N * heads, 4 * L2_VEC_GROUPS * (32 / L)));
+#define L2F_ARGS (T *)y, ldy, rstd, (const T *)x, ldx, N, heads, d
+        switch (L) {
+        case 4: cu_launch("l2norm_fwd", l2norm_fwd_vec_kernel<T, 4>, vgrid, dim3(128), 0, L2F_ARGS); break;
+        case 8: cu_launch("l2norm_fwd", l2norm_fwd_vec_kernel<T, 8>, vgrid, dim3(128), 0, L2F_ARGS); break;
+        case 16: cu_launch("l2norm_fwd", l2norm_fwd_vec_kernel<T, 16>, vgrid, dim3(128), 0, L2F_ARGS); break;
+        default: cu_launch("l2norm_fwd", l2norm_fwd_vec_kernel<T, 32>, vgrid, dim3(128), 0, L2F_ARGS);
+        }
+#undef L2F_ARGS
+        return;
+    }
     const dim3 grid(cu_blocks((size_t)N * heads, 4));
     switch (pair_lanes<T>(d, {ldx, ldy}, {x, y})) {
     case 1: cu_launch("l2norm_fwd", l2norm_fwd_pair_kernel<T, 1>, grid, dim3(128), 0, (T *)y, ldy, rstd, (const T *)x, ldx, N, heads, d); break;
@@ -350,8 +456,19 @@ static void cu_l2norm_bwd(void *dx, int lddx, const void *dy, int lddy, const vo
     CU_REQUIRE(lddx >= heads * d && lddy >= heads * d && ldy >= heads * d, "l2norm_bwd",
                "row strides lddx=%d lddy=%d ldy=%d below heads*d=%d", lddx, lddy, ldy, heads * d);
     if (N == 0) return;
-    const dim3 grid(cu_blocks((size_t)N * heads, 4));
 #define L2B_ARGS (T *)dx, lddx, (const T *)dy, lddy, (const T *)y, ldy, rstd, N, heads, d
+    const int L = vec_lanes<T>(d, {lddx, lddy, ldy}, {dx, dy, y});
+    if (L) {
+        const dim3 vgrid(cu_blocks((size_t)N * heads, 4 * L2_VEC_GROUPS * (32 / L)));
+        switch (L) {
+        case 4: cu_launch("l2norm_bwd", l2norm_bwd_vec_kernel<T, 4>, vgrid, dim3(128), 0, L2B_ARGS); break;
+        case 8: cu_launch("l2norm_bwd", l2norm_bwd_vec_kernel<T, 8>, vgrid, dim3(128), 0, L2B_ARGS); break;
+        case 16: cu_launch("l2norm_bwd", l2norm_bwd_vec_kernel<T, 16>, vgrid, dim3(128), 0, L2B_ARGS); break;
+        default: cu_launch("l2norm_bwd", l2norm_bwd_vec_kernel<T, 32>, vgrid, dim3(128), 0, L2B_ARGS);
+        }
+        return;
+    }
+    const dim3 grid(cu_blocks((size_t)N * heads, 4));
     switch (pair_lanes<T>(d, {lddx, lddy, ldy}, {dx, dy, y})) {
     case 1: cu_launch("l2norm_bwd", l2norm_bwd_pair_kernel<T, 1>, grid, dim3(128), 0, L2B_ARGS); break;
     case 2: cu_launch("l2norm_bwd", l2norm_bwd_pair_kernel<T, 2>, grid, dim3(128), 0, L2B_ARGS); break;
@@ -595,19 +712,6 @@ __global__ void __launch_bounds__(32 * GATED_BWD_WARPS)
         for (int x = 1; x < GATED_BWD_WARPS; x++) t += red[x][c];
         part[(size_t)blockIdx.x * dv + c] = t;
     }
-}
-
-// L for gated_rmsnorm_bwd_vec_kernel (dv = L * V, L a power of two from 4 to 32), 0: not applicable.
-template <typename T> static int vec_lanes(int d, std::initializer_list<int> lds, std::initializer_list<const void *> ps) {
-    constexpr int V = Vec16<T>::n;
-    if (d % V) return 0;
-    const int L = d / V;
-    if (L != 4 && L != 8 && L != 16 && L != 32) return 0;
-    for (int ld : lds)
-        if (ld % V) return 0;
-    for (const void *p : ps)
-        if (!cu_aligned16(p)) return 0;
-    return L;
 }
 
 template <typename T>

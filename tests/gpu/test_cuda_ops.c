@@ -68,7 +68,10 @@ static void build_cases(int quick) {
     cases_doc_starts(&g, 2, 2048, 2);           // longer than the kernel's 256 threads: spans of 8
     cases_l2norm(&g, 50, 3, 32, 5, 1);  // odd strides: scalar kernels
     cases_l2norm(&g, 40, 4, 64, 0, 1);
-    cases_l2norm(&g, 40, 8, 64, 0, 2);  // the 300M's q|k: one pair per lane
+    cases_l2norm(&g, 40, 8, 64, 0, 2);  // one pair per lane (strides not 8-aligned)
+    cases_l2norm(&g, 40, 8, 64, 0, 8);  // the 300M's q|k: 16-byte vectors, 8 lanes per head in bf16
+    cases_l2norm(&g, 33, 3, 32, 8, 8);  // vectors: 4 / 8 lanes per head, a partial last block
+    cases_l2norm(&g, 17, 2, 128, 0, 16); // vectors: 16 / 32 lanes per head
     cases_l2norm(&g, 30, 2, 100, 4, 2); // two pairs per lane, the second partial
     cases_l2norm(&g, 9, 1, 256, 2, 6);  // four pairs per lane
     cases_gate(&g, 70, 6, 3);
