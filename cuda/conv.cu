@@ -53,6 +53,76 @@ __global__ void conv_fwd_kernel(T *y, int ldy, const T *x, int ldx, const float 
     }
 }
 
+// The forward over 16-byte channel vectors (K <= 4; layout as conv_bwd_vec_kernel below: a warp's lanes along
+// the channels, CONV_RUNS warps on runs of CONV_RUN tokens): each thread walks its run with the last 3 inputs
+// in registers, CONV_FWD_LOADS steps' loads issued before any is used. Same terms in the same order as
+// conv_fwd_kernel, so y is the same.
+enum { CONV_RUN = 32, CONV_RUNS = 4, CONV_FWD_LOADS = 8 };
+static_assert(CONV_RUN % CONV_FWD_LOADS == 0, "the walk is whole load groups");
+
+template <typename T, bool DOCS>
+__global__ void __launch_bounds__(32 * CONV_RUNS)
+    conv_fwd_vec_kernel(T *__restrict__ y, int ldy, const T *__restrict__ x, int ldx, const float *__restrict__ w,
+                        const float *__restrict__ state_in, int T_, int D, int K, const int32_t *__restrict__ ds) {
+    constexpr int V = Vec16<T>::n, KM = 4, H = KM - 1;
+    const int c = (blockIdx.x * 32 + threadIdx.x) * V, b = blockIdx.z, H1 = K - 1;
+    const int t0 = (blockIdx.y * CONV_RUNS + threadIdx.y) * CONV_RUN;
+    if (c >= D || t0 >= T_) return;
+    float wp[V][KM], xw[V][H]; // xw: x at t-3, t-2, t-1
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+        conv_taps<KM>(wp[v], w, c + v, K);
+#pragma unroll
+        for (int i = 0; i < H; i++) {
+            const int t = t0 - H + i;
+            xw[v][i] = 0.0f;
+            if (t < 0 && t >= -H1 && state_in) xw[v][i] = state_in[((size_t)b * D + c + v) * H1 + H1 + t];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < H; i++) {
+        const int t = t0 - H + i;
+        if (t >= 0) {
+            float xv[V];
+            load_vec<T, V>(xv, x + ((size_t)b * T_ + t) * ldx + c);
+#pragma unroll
+            for (int v = 0; v < V; v++) xw[v][i] = xv[v];
+        }
+    }
+    for (int s0 = 0; s0 < CONV_RUN && t0 + s0 < T_; s0 += CONV_FWD_LOADS) {
+        uint4 xr[CONV_FWD_LOADS];
+        int lr[CONV_FWD_LOADS];
+#pragma unroll
+        for (int r = 0; r < CONV_FWD_LOADS; r++) {
+            const int t = t0 + s0 + r;
+            xr[r] = make_uint4(0, 0, 0, 0);
+            lr[r] = 0;
+            if (t < T_) {
+                xr[r] = *reinterpret_cast<const uint4 *>(x + ((size_t)b * T_ + t) * ldx + c);
+                lr[r] = DOCS ? ds[(size_t)b * T_ + t] : 0;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < CONV_FWD_LOADS; r++) {
+            const int t = t0 + s0 + r, lo = lr[r];
+            const T *xe = reinterpret_cast<const T *>(&xr[r]);
+            float o[V];
+#pragma unroll
+            for (int v = 0; v < V; v++) {
+                const float xv = to_f(xe[v]);
+                float acc = 0.0f;
+#pragma unroll
+                for (int jj = 0; jj < KM; jj++)
+                    acc += wp[v][jj] * (!DOCS || conv_tap_ok(lo, t - H + jj) ? (jj < H ? xw[v][jj] : xv) : 0.0f);
+                o[v] = acc * sigmoid_f(acc);
+#pragma unroll
+                for (int i = 0; i < H; i++) xw[v][i] = i + 1 < H ? xw[v][i + 1] : xv;
+            }
+            if (t < T_) store_vec<T, V>(y + ((size_t)b * T_ + t) * ldy + c, o);
+        }
+    }
+}
+
 // state_out[b, c, i] = input at t = T-K+1+i (oldest first), from x or, for t < 0, from state_in. Runs
 // after conv_fwd_kernel (same stream), and each thread reads its K-1 values before writing any, so
 // state_out may alias state_in.
@@ -140,7 +210,7 @@ __global__ void conv_bwd_kernel(T *dx, int lddx, float *part, const T *dy, int l
 // in the same order as conv_bwd_kernel, so dx is the same (DOCS = false drops the masks: w * x is w * (ok ? x
 // : 0) when every tap is ok); dw: each block sums its warps' taps in warp
 // order in shared memory and writes one partial per (b, block row) for cu_add_partials.
-enum { CONV_RUN = 32, CONV_RUNS = 4, CONV_LOADS = 5 }; // CONV_RUN + 3 steps = 7 groups of CONV_LOADS
+enum { CONV_LOADS = 5 }; // CONV_RUN + 3 steps = 7 groups of CONV_LOADS
 static_assert((CONV_RUN + 3) % CONV_LOADS == 0, "the walk is whole load groups");
 
 template <typename T, int V> __device__ __forceinline__ void unpack16(float (&out)[V], const uint4 &raw) {
@@ -265,7 +335,13 @@ static void cu_conv_silu_fwd(void *y, int ldy, const void *x, int ldx, const flo
     CU_REQUIRE(y != x, "conv_silu_fwd", "y must not alias x (later outputs read earlier inputs)");
     CU_REQUIRE(B <= 65535, "conv_silu_fwd", "B=%d sequences exceed the kernel's grid", B);
     if (B == 0) return;
-    if (T_ > 0) {
+    constexpr int V = Vec16<T>::n;
+    if (T_ > 0 && K <= 4 && D % V == 0 && ldx % V == 0 && ldy % V == 0 && cu_aligned16(y) && cu_aligned16(x)) {
+        dim3 grid(cu_blocks(D / V, 32), cu_blocks(T_, CONV_RUN * CONV_RUNS), B);
+        CU_REQUIRE(grid.y <= 65535, "conv_silu_fwd", "T=%d exceeds the kernel's grid", T_);
+        cu_launch("conv_silu_fwd", doc_start ? conv_fwd_vec_kernel<T, true> : conv_fwd_vec_kernel<T, false>, grid,
+                  dim3(32, CONV_RUNS), 0, (T *)y, ldy, (const T *)x, ldx, w, state_in, T_, D, K, doc_start);
+    } else if (T_ > 0) {
         dim3 grid(cu_blocks(D, CONV_THREADS), cu_blocks(T_, CONV_TT), B);
         CU_REQUIRE(grid.y <= 65535, "conv_silu_fwd", "T=%d exceeds the kernel's grid", T_);
         if (K <= 4)

@@ -53,6 +53,7 @@ static void build_cases(int quick) {
     cases_conv(&g, 2, 70, 40, 4, 3, 1, 0, 0);
     cases_conv(&g, 3, 2, 24, 4, 0, 1, 0, 0);   // T < K-1: the state mixes state_in and x
     cases_conv(&g, 2, 1, 36, 4, 0, 1, 1, 0);   // decode: T=1, state in place
+    cases_conv(&g, 3, 1, 48, 4, 8, 1, 1, 0);   // decode with 16-byte vectors (D and strides 8-aligned)
     cases_conv(&g, 1, 33, 20, 6, 2, 1, 0, 0);  // K=6: the 8-tap kernel
     cases_conv(&g, 1, 40, 17, 12, 0, 0, 0, 0); // K=12: the 16-tap kernel, no state
     cases_conv(&g, 2, 130, 1024, 4, 0, 0, 0, 0); // the 16-byte-vector backward, no documents
