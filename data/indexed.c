@@ -55,36 +55,6 @@ static int32_t rd_i32(const uint8_t *p) {
 
 // ---- reader
 
-// Maps a whole file read-only. A zero-length file maps to NULL with *size 0.
-static int map_file(const char *path, const uint8_t **map, size_t *size, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return set_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        set_err(err, errlen, "cannot stat %s: %s", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        set_err(err, errlen, "%s is not a regular file", path);
-        close(fd);
-        return -1;
-    }
-    *size = (size_t)st.st_size;
-    *map = NULL;
-    if (*size > 0) {
-        void *p = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            set_err(err, errlen, "cannot mmap %s (%zu bytes): %s", path, *size, strerror(errno));
-            close(fd);
-            return -1;
-        }
-        *map = p;
-    }
-    close(fd);
-    return 0;
-}
-
 static int validate_idx(IndexedDataset *ds, const char *idx_path, const char *bin_path, char *err, size_t errlen) {
     const uint8_t *m = ds->idx_map;
     size_t size = ds->idx_size;
@@ -175,8 +145,8 @@ int indexed_open(IndexedDataset *ds, const char *prefix, char *err, size_t errle
     char *idx_path = xmalloc(n), *bin_path = xmalloc(n);
     snprintf(idx_path, n, "%s.idx", prefix);
     snprintf(bin_path, n, "%s.bin", prefix);
-    int rc = map_file(idx_path, &ds->idx_map, &ds->idx_size, err, errlen);
-    if (rc == 0) rc = map_file(bin_path, &ds->bin_map, &ds->bin_size, err, errlen);
+    int rc = map_file_ro(idx_path, &ds->idx_map, &ds->idx_size, err, errlen);
+    if (rc == 0) rc = map_file_ro(bin_path, &ds->bin_map, &ds->bin_size, err, errlen);
     if (rc == 0) rc = validate_idx(ds, idx_path, bin_path, err, errlen);
     if (rc != 0) indexed_close(ds);
     free(idx_path);

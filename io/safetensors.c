@@ -250,26 +250,14 @@ static int parse_header(StFile *f, const char *path, const char *hdr, size_t hle
 
 int st_open(StFile *f, const char *path, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return set_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        close(fd);
-        return set_err(err, errlen, "cannot stat %s: %s", path, strerror(errno));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return set_err(err, errlen, "%s is not a regular file", path);
-    }
-    size_t size = (size_t)sb.st_size;
+    const uint8_t *m;
+    size_t size;
+    if (map_file_ro(path, &m, &size, err, errlen)) return -1;
     if (size < 8) {
-        close(fd);
+        if (m) munmap((void *)m, size);
         return set_err(err, errlen, "%s: %zu bytes is too short for a safetensors file (truncated?)", path, size);
     }
-    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return set_err(err, errlen, "cannot map %s: %s", path, strerror(errno));
-    f->map = m;
+    f->map = (uint8_t *)m;
     f->map_size = size;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->map[i];

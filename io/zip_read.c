@@ -53,22 +53,14 @@ static int zip64_extra(const uint8_t *x, size_t xlen, uint64_t *usize, uint64_t 
 
 int zip_open(ZipFile *z, const char *path, char *err, size_t errlen) {
     memset(z, 0, sizeof *z);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return set_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return set_err(err, errlen, "%s is not a regular file", path);
-    }
-    size_t size = (size_t)sb.st_size;
+    const uint8_t *m;
+    size_t size;
+    if (map_file_ro(path, &m, &size, err, errlen)) return -1;
     if (size < 22) {
-        close(fd);
+        if (m) munmap((void *)m, size);
         return set_err(err, errlen, "%s: %zu bytes is too short for a zip archive (truncated?)", path, size);
     }
-    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return set_err(err, errlen, "cannot map %s: %s", path, strerror(errno));
-    z->map = m;
+    z->map = (uint8_t *)m;
     z->size = size;
     z->path = xstrdup(path);
     const uint8_t *b = z->map;

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +60,35 @@ FILE *xfopen(const char *path, const char *mode) {
     FILE *f = fopen(path, mode);
     if (!f) die("cannot open %s: %s", path, strerror(errno));
     return f;
+}
+
+int map_file_ro(const char *path, const uint8_t **map, size_t *size, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return set_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        set_err(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        set_err(err, errlen, "%s is not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    *size = (size_t)st.st_size;
+    *map = NULL;
+    if (*size > 0) {
+        void *p = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            set_err(err, errlen, "cannot mmap %s (%zu bytes): %s", path, *size, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        *map = p;
+    }
+    close(fd);
+    return 0;
 }
 
 char *read_file(const char *path, size_t *len, char *err, size_t errlen) {

@@ -25,6 +25,9 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 FILE *xfopen(const char *path, const char *mode); // dies naming the path and errno text
 
+// Maps a whole regular file read-only (private); a zero-length file maps to NULL with *size 0. Returns -1
+// and fills err (open, stat, not a regular file, mmap) on failure. Release with munmap(map, size).
+int map_file_ro(const char *path, const uint8_t **map, size_t *size, char *err, size_t errlen);
 // Reads a whole file; returns NULL and fills err on failure. *len gets the size (a NUL is appended).
 char *read_file(const char *path, size_t *len, char *err, size_t errlen);
 
