@@ -168,12 +168,15 @@ __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
-// Sum over the 16 lanes of a half warp (lanes l and l^8, l^4, l^2, l^1).
-__device__ __forceinline__ float half_warp_sum(float v) {
+// Sum over each aligned group of L lanes (L a power of two <= 32): lanes l and l^(L/2), ..., l^1, so every
+// lane of a group gets the same bits.
+template <int L> __device__ __forceinline__ float lane_group_sum(float v) {
 #pragma unroll
-    for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    for (int o = L / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+// Sum over the 16 lanes of a half warp (lanes l and l^8, l^4, l^2, l^1).
+__device__ __forceinline__ float half_warp_sum(float v) { return lane_group_sum<16>(v); }
 
 // Block-wide sum (blockDim.x a multiple of 32, all threads call it). Deterministic: warp butterflies,
 // then every thread adds the warp totals in warp order. Returns the total to every thread.
@@ -202,16 +205,16 @@ __device__ __forceinline__ float block_max(float v) {
 
 // V consecutive act values <-> fp32. V*sizeof(T) == 16 uses one 16-byte access (caller checks
 // alignment on the host); V == 1 is the scalar fallback.
-template <typename T, int V> __device__ __forceinline__ void load_vec(float (&out)[V], const T *p) {
-    if constexpr (V == 1) {
-        out[0] = to_f(p[0]);
-    } else {
-        static_assert(V * sizeof(T) == 16, "16-byte vectors only");
-        uint4 raw = *reinterpret_cast<const uint4 *>(p);
-        const T *t = reinterpret_cast<const T *>(&raw);
+// The V = 16 / sizeof(T) act values of one 16-byte word already loaded (loads issued ahead of their use).
+template <typename T, int V> __device__ __forceinline__ void unpack_vec(float (&out)[V], const uint4 &raw) {
+    static_assert(V * sizeof(T) == 16, "16-byte vectors only");
+    const T *t = reinterpret_cast<const T *>(&raw);
 #pragma unroll
-        for (int i = 0; i < V; i++) out[i] = to_f(t[i]);
-    }
+    for (int i = 0; i < V; i++) out[i] = to_f(t[i]);
+}
+template <typename T, int V> __device__ __forceinline__ void load_vec(float (&out)[V], const T *p) {
+    if constexpr (V == 1) out[0] = to_f(p[0]);
+    else unpack_vec<T, V>(out, *reinterpret_cast<const uint4 *>(p));
 }
 template <typename T, int V> __device__ __forceinline__ void store_vec(T *p, const float (&in)[V]) {
     if constexpr (V == 1) {

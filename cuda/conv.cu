@@ -105,11 +105,11 @@ __global__ void __launch_bounds__(32 * CONV_RUNS)
 #pragma unroll
         for (int r = 0; r < CONV_FWD_LOADS; r++) {
             const int t = t0 + s0 + r, lo = lr[r];
-            const T *xe = reinterpret_cast<const T *>(&xr[r]);
-            float o[V];
+            float xf[V], o[V];
+            unpack_vec<T, V>(xf, xr[r]);
 #pragma unroll
             for (int v = 0; v < V; v++) {
-                const float xv = to_f(xe[v]);
+                const float xv = xf[v];
                 float acc = 0.0f;
 #pragma unroll
                 for (int jj = 0; jj < KM; jj++)
@@ -213,12 +213,6 @@ __global__ void conv_bwd_kernel(T *dx, int lddx, float *part, const T *dy, int l
 enum { CONV_LOADS = 5 }; // CONV_RUN + 3 steps = 7 groups of CONV_LOADS
 static_assert((CONV_RUN + 3) % CONV_LOADS == 0, "the walk is whole load groups");
 
-template <typename T, int V> __device__ __forceinline__ void unpack16(float (&out)[V], const uint4 &raw) {
-    const T *t = reinterpret_cast<const T *>(&raw);
-#pragma unroll
-    for (int i = 0; i < V; i++) out[i] = to_f(t[i]);
-}
-
 template <typename T, bool DOCS>
 __global__ void __launch_bounds__(32 * CONV_RUNS)
     conv_bwd_vec_kernel(T *__restrict__ dx, int lddx, float *__restrict__ part, const T *__restrict__ dy, int lddy,
@@ -268,8 +262,8 @@ __global__ void __launch_bounds__(32 * CONV_RUNS)
         for (int r = 0; r < CONV_LOADS; r++) {
             const int s = s0 + r, t = t0 + s, lo = lr[r];
             float xv[V], gv[V], dp[V];
-            unpack16<T, V>(xv, xr[r]);
-            unpack16<T, V>(gv, gr[r]);
+            unpack_vec<T, V>(xv, xr[r]);
+            unpack_vec<T, V>(gv, gr[r]);
 #pragma unroll
             for (int v = 0; v < V; v++) {
                 float u = 0.0f;

@@ -366,9 +366,7 @@ __global__ void __launch_bounds__(128) l2norm_fwd_vec_kernel(T *y, int ldy, floa
         float ss = 0.0f;
 #pragma unroll
         for (int i = 0; i < V; i++) ss += a[k][i] * a[k][i];
-#pragma unroll
-        for (int off = L / 2; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-        const float rs = 1.0f / sqrtf(ss + 1e-6f);
+        const float rs = 1.0f / sqrtf(lane_group_sum<L>(ss) + 1e-6f);
         if (v < rows) {
             if (lane % L == 0) rstd[v] = rs;
             float o[V];
@@ -407,8 +405,7 @@ __global__ void __launch_bounds__(128) l2norm_bwd_vec_kernel(T *dx, int lddx, co
         float dot = 0.0f;
 #pragma unroll
         for (int i = 0; i < V; i++) dot += g[k][i] * yv[k][i];
-#pragma unroll
-        for (int off = L / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+        dot = lane_group_sum<L>(dot);
         if (v < rows) {
             float o[V];
 #pragma unroll
@@ -683,8 +680,7 @@ __global__ void __launch_bounds__(32 * GATED_BWD_WARPS)
             dot += (cg[i] * sw * wv[i]) * xh[i];
             dwa[i] += (cg[i] * sw) * xh[i];
         }
-#pragma unroll
-        for (int off = L / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+        dot = lane_group_sum<L>(dot);
         const float mean = dot / (float)dv;
         if (v < rows) {
             float od[V], zd[V];
