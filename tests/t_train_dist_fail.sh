@@ -62,7 +62,11 @@ hung=$(worker_of $h1) || fail "no gdn process under node 1's torchrun (hang case
 survivor=$(worker_of $h0) || fail "no gdn process under node 0's torchrun (hang case)"
 kill -STOP "$hung"
 s0=$(date +%s.%N)
-for _ in $(seq 300); do kill -0 "$survivor" 2>/dev/null || break; sleep 0.1; done # rank 0 gone?
+exited() { # pid $1 has exited: gone, or a zombie that its torchrun agent has not reaped yet (it polls every few s)
+    [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || echo gone)" != Z ] && kill -0 "$1" 2>/dev/null && return 1
+    return 0
+}
+for _ in $(seq 300); do exited "$survivor" && break; sleep 0.1; done # rank 0 gone?
 el=$(echo "$(date +%s.%N) - $s0" | bc)
 kill -KILL "$hung" # (torchrun's agents wait for it)
 if wait $h0; then echo "FAIL: rank 0's torchrun exited 0 with a hung peer"; exit 1; fi
