@@ -4,7 +4,8 @@
 //                                               bf16 as FLA's lm_head gives them under autocast, which halves
 //                                               the bytes of the memory-bound softmax pass)
 //   per row: max, sum exp, loss = lse - logit[target]; dlogits = (softmax - onehot) * loss_scale
-//            written in act dtype over the logits, in place, for the backward GEMMs (one block per row)
+//            written in act dtype over the logits, in place, for the backward GEMMs (a block per row; for
+//            bf16 logits a grid of a few blocks per multiprocessor walks the rows)
 //   dy_chunk = dlogits . E;  dE += dlogits^T . y_chunk (fp32, beta = 1)
 // Ignored targets (< 0) give loss 0 and a zero dlogits row. Targets >= V are reported (device error
 // record, checked at the next sync) and treated as ignored.
@@ -12,15 +13,14 @@
 
 #include "cuda/common.cuh"
 
-enum { CE_THREADS = 512 };
+enum { CE_THREADS = 512, CE_BLOCKS_PER_SM = 1 };
 static const size_t CE_CHUNK_BYTES = (size_t)2 << 30; // fp32 logits chunk budget (4096 rows at V = 128256)
 
 // A row's target: one >= V is reported; it and negative ones mean an ignored row, which gets loss 0 and a
 // zero gradient row here. Returns -1 for an ignored row (nothing left to do), else the target.
 template <typename T>
 __device__ __forceinline__ int ce_row_target(T *dl, int V, const int32_t *targets, float *losses, int want_grad,
-                                             int row0, CuDevError *err) {
-    const int r = blockIdx.x;
+                                             int row0, CuDevError *err, int r = blockIdx.x) {
     int tgt = targets[r];
     if (tgt >= V) {
         if (threadIdx.x == 0) dev_report(err, CU_ERR_TARGET_ID, row0 + r, tgt, V);
@@ -123,46 +123,84 @@ __device__ __forceinline__ void unpack8(const uint4 &q, float x[8]) {
         x[2 * k] = f.x, x[2 * k + 1] = f.y;
     }
 }
+// Rows are walked by a grid of a few blocks per multiprocessor (block b takes rows b, b + gridDim.x, ...),
+// so the rows in flight (~132 x 256 KB at V = 128256) stay in L2 between the two passes: the second read
+// comes from L2, not DRAM. Loads are issued CE_UNROLL at a time; each thread still takes its values in the
+// order i = t, t + blockDim.x, ..., so the sums are those of one block per row.
+enum { CE_UNROLL = 4 };
 __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets, float *losses, int want_grad,
-                                    float loss_scale, int row0, CuDevError *err) {
-    const int r = blockIdx.x, V8 = V / 8;
-    bf16 *row = logits + (size_t)r * V;
-    uint4 *r8 = reinterpret_cast<uint4 *>(row);
-    const int tgt = ce_row_target(row, V, targets, losses, want_grad, row0, err);
-    if (tgt < 0) return;
-    const float lt = to_f(row[tgt]); // read before the barriers in block_max/block_sum: no thread has written yet
-    float mx = -INFINITY, se = 0.0f;
-    for (int i = threadIdx.x; i < V8; i += blockDim.x) {
-        float x[8];
-        unpack8(r8[i], x);
-        const float lm = fmaxf(fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3])), fmaxf(fmaxf(x[4], x[5]), fmaxf(x[6], x[7])));
-        if (lm > mx) {
-            se *= expf(mx - lm); // 0 while mx is -inf (se is 0 then too)
-            mx = lm;
-        }
-        if (mx != -INFINITY)
-            se += ((expf(x[0] - mx) + expf(x[1] - mx)) + (expf(x[2] - mx) + expf(x[3] - mx))) +
-                  ((expf(x[4] - mx) + expf(x[5] - mx)) + (expf(x[6] - mx) + expf(x[7] - mx)));
-    }
-    const float M = block_max(mx);
-    const float S = block_sum(mx == -INFINITY ? 0.0f : se * expf(mx - M));
-    if (threadIdx.x == 0) losses[r] = (M + logf(S)) - lt;
-    if (!want_grad) return;
-    const float inv = 1.0f / S;
-    for (int i = threadIdx.x; i < V8; i += blockDim.x) {
-        float x[8];
-        unpack8(r8[i], x);
-        uint4 o;
-        __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&o);
+                                    float loss_scale, int rows, int row0, CuDevError *err) {
+    const int V8 = V / 8, step = blockDim.x;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        bf16 *row = logits + (size_t)r * V;
+        uint4 *r8 = reinterpret_cast<uint4 *>(row);
+        const int tgt = ce_row_target(row, V, targets, losses, want_grad, row0, err, r);
+        if (tgt < 0) continue;
+        const float lt = to_f(row[tgt]); // read before the barriers in block_max/block_sum: no thread has written yet
+        float mx = -INFINITY, se = 0.0f;
+        for (int i0 = threadIdx.x; i0 < V8; i0 += CE_UNROLL * step) {
+            uint4 q[CE_UNROLL];
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            float p0 = expf(x[2 * k] - M) * inv * loss_scale, p1 = expf(x[2 * k + 1] - M) * inv * loss_scale;
-            if (8 * i + 2 * k == tgt) p0 -= loss_scale;
-            if (8 * i + 2 * k + 1 == tgt) p1 -= loss_scale;
-            h[k] = __floats2bfloat162_rn(p0, p1);
+            for (int u = 0; u < CE_UNROLL; u++)
+                if (i0 + u * step < V8) q[u] = r8[i0 + u * step];
+#pragma unroll
+            for (int u = 0; u < CE_UNROLL; u++) {
+                if (i0 + u * step >= V8) break;
+                float x[8];
+                unpack8(q[u], x);
+                const float lm =
+                    fmaxf(fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3])), fmaxf(fmaxf(x[4], x[5]), fmaxf(x[6], x[7])));
+                if (lm > mx) {
+                    se *= expf(mx - lm); // 0 while mx is -inf (se is 0 then too)
+                    mx = lm;
+                }
+                if (mx != -INFINITY)
+                    se += ((expf(x[0] - mx) + expf(x[1] - mx)) + (expf(x[2] - mx) + expf(x[3] - mx))) +
+                          ((expf(x[4] - mx) + expf(x[5] - mx)) + (expf(x[6] - mx) + expf(x[7] - mx)));
+            }
         }
-        r8[i] = o;
+        const float M = block_max(mx);
+        const float S = block_sum(mx == -INFINITY ? 0.0f : se * expf(mx - M));
+        if (threadIdx.x == 0) losses[r] = (M + logf(S)) - lt;
+        if (!want_grad) continue;
+        const float inv = 1.0f / S;
+        for (int i0 = threadIdx.x; i0 < V8; i0 += CE_UNROLL * step) {
+            uint4 q[CE_UNROLL];
+#pragma unroll
+            for (int u = 0; u < CE_UNROLL; u++)
+                if (i0 + u * step < V8) q[u] = r8[i0 + u * step];
+#pragma unroll
+            for (int u = 0; u < CE_UNROLL; u++) {
+                const int i = i0 + u * step;
+                if (i >= V8) break;
+                float x[8];
+                unpack8(q[u], x);
+                uint4 o;
+                __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&o);
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    float p0 = expf(x[2 * k] - M) * inv * loss_scale, p1 = expf(x[2 * k + 1] - M) * inv * loss_scale;
+                    if (8 * i + 2 * k == tgt) p0 -= loss_scale;
+                    if (8 * i + 2 * k + 1 == tgt) p1 -= loss_scale;
+                    h[k] = __floats2bfloat162_rn(p0, p1);
+                }
+                r8[i] = o;
+            }
+        }
     }
+}
+
+// Blocks for the bf16 pass: CE_BLOCKS_PER_SM x multiprocessors (GDN_CUDA_CE_BLOCKS_PER_SM to tune; 0 = one
+// block per row); GDN_CUDA_CE_GRID forces a grid size (tests: rows > grid covers the row loop).
+static unsigned ce_bf16_grid(int rows) {
+    const char *grid = getenv("GDN_CUDA_CE_GRID"), *per = getenv("GDN_CUDA_CE_BLOCKS_PER_SM");
+    long g = rows;
+    if (grid && atoi(grid) > 0) g = atoi(grid);
+    else {
+        const int per_sm = per && *per ? atoi(per) : CE_BLOCKS_PER_SM;
+        if (per_sm > 0 && g_cu.sm_count > 0) g = (long)per_sm * g_cu.sm_count;
+    }
+    return (unsigned)(g < rows ? g : rows);
 }
 
 template <typename T>
@@ -190,8 +228,8 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
         cu_gemm("lmhead_ce logits", true, false, V, rows, h, E, h, ya + (size_t)n0 * h, h, logits, V, cu_dtype<T>(),
                 bf16_logits ? CUDA_R_16BF : CUDA_R_32F, 0.0f);
         if (bf16_logits)
-            cu_launch("lmhead_ce softmax", ce_rows_bf16_kernel, dim3(rows), dim3(CE_THREADS), 0, (bf16 *)logits, V,
-                      targets + n0, losses + n0, dy ? 1 : 0, loss_scale, n0, g_cu.err_dev);
+            cu_launch("lmhead_ce softmax", ce_rows_bf16_kernel, dim3(ce_bf16_grid(rows)), dim3(CE_THREADS), 0,
+                      (bf16 *)logits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, rows, n0, g_cu.err_dev);
         else if (V % 4 == 0) // rows stay 16-byte aligned (the scratch is)
             cu_launch("lmhead_ce softmax", ce_rows_vec_kernel<T>, dim3(rows), dim3(CE_THREADS), 0,
                       (const float *)logits, dlogits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, n0,

@@ -137,6 +137,13 @@ static void build_cases(int quick) {
     // (appended here so the cases above keep their random inputs)
     cases_lmhead(&g, 50, 40, 520, 1, 16, 0);
     cases_lmhead(&g, 33, 40, 304, 0, 0, 0);
+    // the bf16 pass with fewer blocks than rows (each block walks rows b, b + grid, ...): with and without grad
+    cases_lmhead(&g, 50, 40, 520, 1, 0, 0);
+    g_cases[g_ncases - 1].i[4] = 3;
+    strcat(g_cases[g_ncases - 1].name, " grid 3");
+    cases_lmhead(&g, 33, 40, 304, 0, 0, 0);
+    g_cases[g_ncases - 2].i[4] = 2; // (the loss-only call adds an lmhead_logits case after it)
+    strcat(g_cases[g_ncases - 2].name, " grid 2");
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)
@@ -613,14 +620,17 @@ int main(int argc, char **argv) {
     for (int x = 0; x < g_ncases; x++) {
         Case *c = &g_cases[x];
         if (only && !strstr(c->op, only)) continue;
-        char forced[16] = "", bv[16] = "";
+        char forced[16] = "", bv[16] = "", grid[16] = "";
         if (!strcmp(c->op, "lmhead_ce") && c->i[3] > 0) snprintf(forced, sizeof forced, "%d", c->i[3]);
         if (forced[0]) setenv("GDN_CUDA_CE_ROWS", forced, 1);
+        if (!strcmp(c->op, "lmhead_ce") && c->i[4] > 0) snprintf(grid, sizeof grid, "%d", c->i[4]);
+        if (grid[0]) setenv("GDN_CUDA_CE_GRID", grid, 1);
         if (!strncmp(c->op, "delta_rule", 10) && c->i[12] > 0) snprintf(bv, sizeof bv, "%d", c->i[12]);
         if (bv[0]) setenv("GDN_CUDA_DR_BV", bv, 1);
         check_case(c, cpu, g32, 0);
         check_case(c, cpu, g16, 1);
         if (forced[0]) unsetenv("GDN_CUDA_CE_ROWS");
+        if (grid[0]) unsetenv("GDN_CUDA_CE_GRID");
         if (bv[0]) unsetenv("GDN_CUDA_DR_BV");
     }
     printf("%d checks, %d failed\n", g_checks, g_failures);
