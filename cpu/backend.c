@@ -101,6 +101,8 @@ static const Backend cpu_backend = {
     .sum = cpu_sum,
     .sumsq = cpu_sumsq,
     .adamw = cpu_adamw,
+    .adamw_multi = cpu_adamw_multi,
+    .clip_scale = cpu_clip_scale,
 };
 
 const Backend *backend_cpu(void) { return &cpu_backend; }

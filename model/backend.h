@@ -50,6 +50,15 @@ typedef struct {
     float *dbeta, *dgamma;
 } DeltaRuleGrads;
 
+// One range of a multi-tensor AdamW (adamw_multi), at most ADAMW_CHUNK elements (one CUDA block each; longer
+// runs are cut: model/adamw_plan.c). Element i < n reads g[goff+i] and writes p[poff+i], p_act[goff+i] (the act
+// copy is laid out as the gradients), m[soff+i], v[soff+i] (the optimizer state may be a ZeRO-1 shard).
+typedef struct {
+    uint64_t goff, soff, poff;
+    uint32_t n, decay; // decay: 1 = weight decay wd, 0 = none
+} AdamwChunk;
+#define ADAMW_CHUNK 65536
+
 typedef struct Backend {
     const char *name; // "cpu", "cuda": for messages only (code asks the table, never the name)
     int act_bytes;    // 4 or 2
@@ -200,6 +209,14 @@ typedef struct Backend {
     // p_act (nullable) receives the updated p in act dtype (the GEMM compute copy).
     void (*adamw)(float *p, void *p_act, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                   float eps, float wd, int step, float gscale);
+    // The same update over many ranges in one launch: chunks [nchunks] (backend memory, AdamwChunk above) with
+    // weight decay wd where chunk.decay, else 0; gscale read from backend memory [1]. Bit for bit what adamw
+    // called on each chunk with that gscale computes.
+    void (*adamw_multi)(const AdamwChunk *chunks, int nchunks, float *p, void *p_act, const float *g, float *m,
+                        float *v, float lr, float b1, float b2, float eps, float wd, int step, const float *gscale);
+    // Megatron's clipping factor from a sum of squares (backend memory [1] each), in double: scale[0] =
+    // max_norm / (sqrt(sumsq[0]) + 1e-6) where that is < 1 and max_norm > 0, else 1. No host round trip.
+    void (*clip_scale)(float *scale, const float *sumsq, float max_norm);
 
     // ---- graphs (NULL where the backend has none, e.g. the CPU): ops issued between capture_begin and
     // capture_end are recorded, not run; graph_launch replays them with the same pointers and shapes.
