@@ -59,6 +59,8 @@ typedef struct {
 } AdamwChunk;
 #define ADAMW_CHUNK 65536
 
+// A new compute or copy entry also goes in model/backend_profile.c's PROFILED_OPS (unlisted, `gdn bench --profile`
+// forwards it untimed and its time shows as the gap).
 typedef struct Backend {
     const char *name; // "cpu", "cuda": for messages only (code asks the table, never the name)
     int act_bytes;    // 4 or 2
@@ -77,6 +79,12 @@ typedef struct Backend {
     // Runs fn(ctx) reps times and returns the milliseconds per call: between events on the backend's stream
     // on CUDA, wall clock on the CPU (<0 where there is no clock, e.g. the emulator).
     double (*time_ms)(void (*fn)(void *), void *ctx, int reps);
+    // Timestamps for per-op profiling (model/backend_profile.c): mark(i) takes timestamp i in stream order (CUDA:
+    // an event recorded on the stream, the pool grown as i needs; CPU: the wall clock now); never inside a capture.
+    // mark_ms(a, b): milliseconds from timestamp a to b, once a sync has passed both; < 0 where there is no
+    // clock (the emulator).
+    void (*mark)(int i);
+    double (*mark_ms)(int a, int b);
     void (*to_act)(void *dst, const float *src, size_t n);   // fp32 -> act (RNE for bf16)
     void (*from_act)(float *dst, const void *src, size_t n); // act -> fp32
 
