@@ -34,3 +34,31 @@ void cpu_adamw(float *p, void *p_act, const float *g, float *m, float *v, size_t
         v[i] = vi;
     }
 }
+
+void cpu_adamw_multi(const AdamwChunk *chunks, int nchunks, float *p, void *p_act, const float *g, float *m, float *v,
+                     float lr, float b1, float b2, float eps, float wd, int step, const float *gscale) {
+    CPU_REQUIRE(chunks || !nchunks, "adamw_multi", "NULL chunk table");
+    CPU_REQUIRE(gscale, "adamw_multi", "NULL gscale");
+    // Chunks that continue the previous one in g, state and p with the same decay go into one cpu_adamw call (the
+    // plan cuts runs for CUDA blocks): one OpenMP region per run, not per 64K chunk. Elementwise: same bits.
+    for (int c = 0; c < nchunks;) {
+        const AdamwChunk *k = &chunks[c];
+        size_t n = k->n;
+        int e = c + 1;
+        while (e < nchunks && chunks[e].decay == k->decay && chunks[e].goff == k->goff + n &&
+               chunks[e].soff == k->soff + n && chunks[e].poff == k->poff + n)
+            n += chunks[e++].n;
+        float *pc = p + k->poff;
+        CPU_REQUIRE(!p_act || (float *)p_act + k->goff == pc, "adamw_multi",
+                    "p_act must be NULL or p at the same offset on the CPU (fp32 activations)");
+        cpu_adamw(pc, p_act ? pc : NULL, g + k->goff, m + k->soff, v + k->soff, n, lr, b1, b2, eps,
+                  k->decay ? wd : 0.0f, step, *gscale);
+        c = e;
+    }
+}
+
+void cpu_clip_scale(float *scale, const float *sumsq, float max_norm) {
+    CPU_REQUIRE(scale && sumsq, "clip_scale", "NULL pointer (scale, sumsq)");
+    double coeff = (double)max_norm / (sqrt((double)sumsq[0]) + 1e-6); // Megatron's clip_coeff
+    scale[0] = max_norm > 0 && coeff < 1.0 ? (float)coeff : 1.0f;
+}

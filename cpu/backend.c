@@ -40,6 +40,26 @@ static double cpu_time_ms(void (*fn)(void *), void *ctx, int reps) {
     return reps > 0 ? ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6) / reps : 0.0;
 }
 
+// Profiling timestamps (backend.h mark): the wall clock, in a table grown as needed (one host thread calls).
+static double *cpu_marks;
+static int cpu_nmarks;
+static void cpu_mark(int i) {
+    if (i < 0) die("mark: negative timestamp index %d", i);
+    if (i >= cpu_nmarks) {
+        int n = cpu_nmarks ? cpu_nmarks : 1024;
+        while (n <= i) n *= 2;
+        cpu_marks = xrealloc(cpu_marks, (size_t)n * sizeof(double));
+        cpu_nmarks = n;
+    }
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    cpu_marks[i] = t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+static double cpu_mark_ms(int a, int b) {
+    if (a < 0 || b < 0 || a >= cpu_nmarks || b >= cpu_nmarks) die("mark_ms: timestamp %d or %d was never taken", a, b);
+    return cpu_marks[b] - cpu_marks[a];
+}
+
 static void cpu_memcpy(void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
 }
@@ -68,6 +88,8 @@ static const Backend cpu_backend = {
     .sync = cpu_sync,
     .mem_used = cpu_mem_used,
     .time_ms = cpu_time_ms,
+    .mark = cpu_mark,
+    .mark_ms = cpu_mark_ms,
     .to_act = cpu_to_act,
     .from_act = cpu_from_act,
     .embedding_fwd = cpu_embedding_fwd,
@@ -101,6 +123,8 @@ static const Backend cpu_backend = {
     .sum = cpu_sum,
     .sumsq = cpu_sumsq,
     .adamw = cpu_adamw,
+    .adamw_multi = cpu_adamw_multi,
+    .clip_scale = cpu_clip_scale,
 };
 
 const Backend *backend_cpu(void) { return &cpu_backend; }

@@ -126,6 +126,10 @@ void cpu_logits_stats(int32_t *argmax, float *logprob, const float *logits, cons
 // ---- optimizer (cpu/adamw.c); p_act must be NULL or p (fp32 activations share the master copy)
 void cpu_adamw(float *p, void *p_act, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                float eps, float wd, int step, float gscale);
+// cpu_adamw on each chunk in order, with *gscale (backend.h adamw_multi); p_act NULL or p at each chunk
+void cpu_adamw_multi(const AdamwChunk *chunks, int nchunks, float *p, void *p_act, const float *g, float *m, float *v,
+                     float lr, float b1, float b2, float eps, float wd, int step, const float *gscale);
+void cpu_clip_scale(float *scale, const float *sumsq, float max_norm);
 
 #ifdef __cplusplus
 }

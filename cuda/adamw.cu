@@ -7,6 +7,9 @@
 // rounded intrinsic (no contraction) and sqrt/div are IEEE, so the fp32 results match the CPU twin bit
 // for bit (the test holds them to that; a change in cpu/adamw.c must be mirrored here).
 //
+// adamw_multi: the same element update over a chunk table (one block per chunk), the clip scale read from device
+// memory (clip_scale writes it from the gradients' sum of squares), so the step has no host round trip.
+//
 // sum/sumsq: a fixed grid of SUM_BLOCKS x SUM_THREADS threads, each summing a fixed strided subset in
 // double, block totals in a fixed tree, then one block adds the block totals in order. The layout
 // depends on n only, so the result is the same on every run.
@@ -14,23 +17,50 @@
 
 enum { SUM_BLOCKS = 1024, SUM_THREADS = 256 };
 
+// One element's update; adamw_kernel and adamw_multi_kernel share it, so the two are the same math bit for bit.
+template <typename T>
+__device__ __forceinline__ void adamw_elem(float *p, T *p_act, const float *g, float *m, float *v, size_t i,
+                                           float gscale, float decay, float b1, float c1, float b2, float c2,
+                                           float neg_step, float bc2_sqrt, float eps) {
+    float gi = __fmul_rn(g[i], gscale);
+    float pi = __fmul_rn(p[i], decay);                                // param.mul_(1 - lr*wd)
+    float mi = __fmaf_rn(gi, c1, __fmul_rn(m[i], b1));                // exp_avg.mul_(b1).add_(g, alpha=1-b1)
+    float vi = __fmaf_rn(__fmul_rn(c2, gi), gi, __fmul_rn(v[i], b2)); // exp_avg_sq ... addcmul_
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
+    float pn = __fadd_rn(pi, __fdiv_rn(__fmul_rn(neg_step, mi), denom));
+    p[i] = pn;
+    m[i] = mi;
+    v[i] = vi;
+    if (p_act) p_act[i] = from_f<T>(pn);
+}
+
 template <typename T>
 __global__ void adamw_kernel(float *p, T *p_act, const float *g, float *m, float *v, size_t n, float gscale,
                              float decay, float b1, float c1, float b2, float c2, float neg_step, float bc2_sqrt,
                              float eps) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float gi = __fmul_rn(g[i], gscale);
-        float pi = __fmul_rn(p[i], decay);                                // param.mul_(1 - lr*wd)
-        float mi = __fmaf_rn(gi, c1, __fmul_rn(m[i], b1));                // exp_avg.mul_(b1).add_(g, alpha=1-b1)
-        float vi = __fmaf_rn(__fmul_rn(c2, gi), gi, __fmul_rn(v[i], b2)); // exp_avg_sq ... addcmul_
-        float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
-        float pn = __fadd_rn(pi, __fdiv_rn(__fmul_rn(neg_step, mi), denom));
-        p[i] = pn;
-        m[i] = mi;
-        v[i] = vi;
-        if (p_act) p_act[i] = from_f<T>(pn);
-    }
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        adamw_elem(p, p_act, g, m, v, i, gscale, decay, b1, c1, b2, c2, neg_step, bc2_sqrt, eps);
+}
+
+// Multi-tensor AdamW: block b updates chunk b (<= ADAMW_CHUNK elements); the clip scale is read from device memory,
+// so no host round trip sits between the gradient norm and the update. decay_wd = 1 - lr*wd; chunks without decay
+// use 1 (what 1 - lr*0 rounds to), as adamw with wd = 0 does.
+template <typename T>
+__global__ void adamw_multi_kernel(const AdamwChunk *chunks, float *p, T *p_act, const float *g, float *m, float *v,
+                                   const float *gscale, float decay_wd, float b1, float c1, float b2, float c2,
+                                   float neg_step, float bc2_sqrt, float eps) {
+    AdamwChunk c = chunks[blockIdx.x];
+    float gs = *gscale, decay = c.decay ? decay_wd : 1.0f;
+    T *act = p_act ? p_act + c.goff : NULL;
+    for (uint32_t i = threadIdx.x; i < c.n; i += blockDim.x)
+        adamw_elem(p + c.poff, act, g + c.goff, m + c.soff, v + c.soff, i, gs, decay, b1, c1, b2, c2, neg_step,
+                   bc2_sqrt, eps);
+}
+
+__global__ void clip_scale_kernel(float *scale, const float *sumsq, float max_norm) {
+    double coeff = (double)max_norm / (sqrt((double)sumsq[0]) + 1e-6); // Megatron's clip_coeff, as on the CPU
+    scale[0] = max_norm > 0 && coeff < 1.0 ? (float)coeff : 1.0f;
 }
 
 template <typename T>
@@ -50,6 +80,31 @@ static void cu_adamw(float *p, void *p_act, const float *g, float *m, float *v, 
     unsigned blocks = (unsigned)(n / 256 + 1 < 8192 ? n / 256 + 1 : 8192);
     cu_launch("adamw", adamw_kernel<T>, dim3(blocks), dim3(256), 0, p, act, g, m, v, n, gscale, decay, b1, c1, b2, c2,
               neg_step, bc2_sqrt, eps);
+}
+
+template <typename T>
+static void cu_adamw_multi(const AdamwChunk *chunks, int nchunks, float *p, void *p_act, const float *g, float *m,
+                           float *v, float lr, float b1, float b2, float eps, float wd, int step, const float *gscale) {
+    CU_REQUIRE(p && g && m && v && gscale && (chunks || !nchunks), "adamw_multi",
+               "NULL pointer (chunks, p, g, m, v, gscale)");
+    CU_REQUIRE(step >= 1, "adamw_multi", "step is 1-based, got %d", step);
+    CU_REQUIRE(!p_act || sizeof(T) != 4 || p_act == p, "adamw_multi",
+               "p_act must be NULL or p in the fp32 mode (the master copy is the compute copy)");
+    if (!nchunks) return;
+    // the scalars exactly as cu_adamw forms them
+    float decay = (float)(1.0 - (double)lr * (double)wd);
+    float c1 = (float)(1.0 - (double)b1), c2 = (float)(1.0 - (double)b2);
+    double bc1 = 1.0 - pow((double)b1, step), bc2 = 1.0 - pow((double)b2, step);
+    float neg_step = (float)(-(double)lr / bc1);
+    float bc2_sqrt = (float)sqrt(bc2);
+    T *act = sizeof(T) == 4 ? NULL : (T *)p_act;
+    cu_launch("adamw_multi", adamw_multi_kernel<T>, dim3((unsigned)nchunks), dim3(256), 0, chunks, p, act, g, m, v,
+              gscale, decay, b1, c1, b2, c2, neg_step, bc2_sqrt, eps);
+}
+
+static void cu_clip_scale(float *scale, const float *sumsq, float max_norm) {
+    CU_REQUIRE(scale && sumsq, "clip_scale", "NULL pointer (scale, sumsq)");
+    cu_launch("clip_scale", clip_scale_kernel, dim3(1), dim3(1), 0, scale, sumsq, max_norm);
 }
 
 template <bool SQUARES> __global__ void sum_partials_kernel(double *part, const float *x, size_t n) {
@@ -81,6 +136,8 @@ static void cu_sumsq(float *out, const float *x, size_t n) { cu_sum_impl<true>(o
 
 void cu_register_adamw(Backend *b, int use_bf16) {
     b->adamw = use_bf16 ? cu_adamw<bf16> : cu_adamw<float>;
+    b->adamw_multi = use_bf16 ? cu_adamw_multi<bf16> : cu_adamw_multi<float>;
+    b->clip_scale = cu_clip_scale;
     b->sum = cu_sum;
     b->sumsq = cu_sumsq;
 }

@@ -265,6 +265,33 @@ static double cu_time_ms(void (*fn)(void *), void *ctx, int reps) {
 #endif
 }
 
+// Profiling timestamps (backend.h mark): events recorded on the stream, a pool grown as the indices need (event
+// creation never synchronises). The emulator runs each kernel at its launch: no device clock to read.
+#ifdef GDN_EMU
+static void cu_mark(int) {}
+static double cu_mark_ms(int, int) { return -1.0; }
+#else
+static cudaEvent_t *g_marks;
+static int g_nmarks;
+static void cu_mark(int i) {
+    if (i < 0) die("mark: negative timestamp index %d", i);
+    if (i >= g_nmarks) {
+        int n = g_nmarks ? g_nmarks : 1024;
+        while (n <= i) n *= 2;
+        g_marks = (cudaEvent_t *)xrealloc(g_marks, (size_t)n * sizeof(cudaEvent_t));
+        for (int k = g_nmarks; k < n; k++) CU_CHECK(cudaEventCreate(&g_marks[k]));
+        g_nmarks = n;
+    }
+    CU_CHECK(cudaEventRecord(g_marks[i], g_cu.stream));
+}
+static double cu_mark_ms(int a, int b) {
+    if (a < 0 || b < 0 || a >= g_nmarks || b >= g_nmarks) die("mark_ms: timestamp %d or %d was never taken", a, b);
+    float ms = 0;
+    CU_CHECK(cudaEventElapsedTime(&ms, g_marks[a], g_marks[b]));
+    return ms;
+}
+#endif
+
 // Device memory in use now (allocations, the stream-ordered pool and the context), for `gdn bench`.
 static size_t cu_mem_used(void) {
     size_t free_b = 0, total_b = 0;
@@ -287,6 +314,8 @@ static void fill_table(Backend *b, int use_bf16) {
     b->sync = cu_sync;
     b->mem_used = cu_mem_used;
     b->time_ms = cu_time_ms;
+    b->mark = cu_mark;
+    b->mark_ms = cu_mark_ms;
     b->capture_begin = cu_capture_begin;
     b->capture_end = cu_capture_end;
     b->graph_launch = cu_graph_launch;

@@ -50,6 +50,17 @@ typedef struct {
     float *dbeta, *dgamma;
 } DeltaRuleGrads;
 
+// One range of a multi-tensor AdamW (adamw_multi), at most ADAMW_CHUNK elements (one CUDA block each; longer
+// runs are cut: model/adamw_plan.c). Element i < n reads g[goff+i] and writes p[poff+i], p_act[goff+i] (the act
+// copy is laid out as the gradients), m[soff+i], v[soff+i] (the optimizer state may be a ZeRO-1 shard).
+typedef struct {
+    uint64_t goff, soff, poff;
+    uint32_t n, decay; // decay: 1 = weight decay wd, 0 = none
+} AdamwChunk;
+#define ADAMW_CHUNK 65536
+
+// A new compute or copy entry also goes in model/backend_profile.c's PROFILED_OPS (unlisted, `gdn bench --profile`
+// forwards it untimed and its time shows as the gap).
 typedef struct Backend {
     const char *name; // "cpu", "cuda": for messages only (code asks the table, never the name)
     int act_bytes;    // 4 or 2
@@ -68,6 +79,12 @@ typedef struct Backend {
     // Runs fn(ctx) reps times and returns the milliseconds per call: between events on the backend's stream
     // on CUDA, wall clock on the CPU (<0 where there is no clock, e.g. the emulator).
     double (*time_ms)(void (*fn)(void *), void *ctx, int reps);
+    // Timestamps for per-op profiling (model/backend_profile.c): mark(i) takes timestamp i in stream order (CUDA:
+    // an event recorded on the stream, the pool grown as i needs; CPU: the wall clock now); never inside a capture.
+    // mark_ms(a, b): milliseconds from timestamp a to b, once a sync has passed both; < 0 where there is no
+    // clock (the emulator).
+    void (*mark)(int i);
+    double (*mark_ms)(int a, int b);
     void (*to_act)(void *dst, const float *src, size_t n);   // fp32 -> act (RNE for bf16)
     void (*from_act)(float *dst, const void *src, size_t n); // act -> fp32
 
@@ -200,6 +217,14 @@ typedef struct Backend {
     // p_act (nullable) receives the updated p in act dtype (the GEMM compute copy).
     void (*adamw)(float *p, void *p_act, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                   float eps, float wd, int step, float gscale);
+    // The same update over many ranges in one launch: chunks [nchunks] (backend memory, AdamwChunk above) with
+    // weight decay wd where chunk.decay, else 0; gscale read from backend memory [1]. Bit for bit what adamw
+    // called on each chunk with that gscale computes.
+    void (*adamw_multi)(const AdamwChunk *chunks, int nchunks, float *p, void *p_act, const float *g, float *m,
+                        float *v, float lr, float b1, float b2, float eps, float wd, int step, const float *gscale);
+    // Megatron's clipping factor from a sum of squares (backend memory [1] each), in double: scale[0] =
+    // max_norm / (sqrt(sumsq[0]) + 1e-6) where that is < 1 and max_norm > 0, else 1. No host round trip.
+    void (*clip_scale)(float *scale, const float *sumsq, float max_norm);
 
     // ---- graphs (NULL where the backend has none, e.g. the CPU): ops issued between capture_begin and
     // capture_end are recorded, not run; graph_launch replays them with the same pointers and shapes.

@@ -154,6 +154,7 @@ void model_free(Model *m) {
     model_free_small(m);
     if (m->grads) { be->free(m->grads); be->free(m->adam_m); be->free(m->adam_v); }
     be->free(m->scalars);
+    adamw_plan_free(&m->adam_plan, be);
     if (m->logits_buf) be->free(m->logits_buf);
     if (m->score_idx) { be->free(m->score_idx); be->free(m->score_lp); be->free(m->score_y); }
     params_layout_free(&m->lay);
@@ -439,27 +440,38 @@ double model_read_loss_slots(Model *m, int nslots) {
     return s;
 }
 
-double model_grad_norm(Model *m) {
+void model_clip_grads(Model *m, float max_norm) {
+    m->be->sumsq(m->scalars + MODEL_SLOT_SUMSQ, m->grads, m->lay.total);
+    m->be->clip_scale(m->scalars + MODEL_SLOT_GSCALE, m->scalars + MODEL_SLOT_SUMSQ, max_norm);
+}
+
+double model_read_grad_norm(Model *m) {
     float h;
-    m->be->sumsq(m->scalars + 32, m->grads, m->lay.total);
-    m->be->memcpy_d2h(&h, m->scalars + 32, sizeof h);
+    m->be->memcpy_d2h(&h, m->scalars + MODEL_SLOT_SUMSQ, sizeof h);
     return sqrt((double)h);
 }
 
-void model_adamw(Model *m, float lr, int step, float gscale) {
+void model_set_grad_scale(Model *m, float gscale) {
+    m->be->memcpy_h2d(m->scalars + MODEL_SLOT_GSCALE, &gscale, sizeof gscale);
+}
+
+void model_adamw(Model *m, float lr, int step) {
     const Config *c = &m->cfg;
     need_masters(m, "model_adamw");
-    // AdamW is elementwise: one call per run of adjacent tensors with the same weight decay (the layout is
-    // contiguous), ~6 per layer instead of one per tensor
-    for (int i = 0; i < m->lay.ntensors;) {
-        const TensorInfo *t = &m->lay.tensors[i];
-        size_t n = t->numel;
-        int j = i + 1;
-        while (j < m->lay.ntensors && m->lay.tensors[j].decay == t->decay && m->lay.tensors[j].off == t->off + n)
-            n += m->lay.tensors[j++].numel;
-        void *pa = m->wact == (void *)m->params ? NULL : WA(m, t->off);
-        m->be->adamw(m->params + t->off, pa, m->grads + t->off, m->adam_m + t->off, m->adam_v + t->off, n, lr,
-                     c->adam_beta1, c->adam_beta2, c->adam_eps, t->decay ? c->weight_decay : 0.0f, step, gscale);
-        i = j;
+    if (!m->adam_plan.dev) { // once: runs of adjacent tensors with the same weight decay (the layout is contiguous)
+        for (int i = 0; i < m->lay.ntensors;) {
+            const TensorInfo *t = &m->lay.tensors[i];
+            size_t n = t->numel;
+            int j = i + 1;
+            while (j < m->lay.ntensors && m->lay.tensors[j].decay == t->decay && m->lay.tensors[j].off == t->off + n)
+                n += m->lay.tensors[j++].numel;
+            adamw_plan_add(&m->adam_plan, t->off, t->off, t->off, n, t->decay);
+            i = j;
+        }
+        adamw_plan_upload(&m->adam_plan, m->be);
     }
+    void *pa = m->wact == (void *)m->params ? NULL : m->wact;
+    m->be->adamw_multi(m->adam_plan.dev, m->adam_plan.n, m->params, pa, m->grads, m->adam_m, m->adam_v, lr,
+                       c->adam_beta1, c->adam_beta2, c->adam_eps, c->weight_decay, step,
+                       m->scalars + MODEL_SLOT_GSCALE);
 }

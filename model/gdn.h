@@ -3,6 +3,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "adamw_plan.h"
 #include "backend.h"
 #include "config.h"
 #include "layer_attn.h"
@@ -34,6 +35,8 @@ typedef struct {
     AttnState attn;
 } LayerState;
 
+enum { MODEL_SLOT_SUMSQ = 32, MODEL_SLOT_GSCALE = 33 }; // Model.scalars after the 32 loss slots
+
 typedef struct Model {
     Config cfg;
     ModelDims d;
@@ -58,7 +61,8 @@ typedef struct Model {
     void *dy, *ds0, *ds1, *dGU, *dH;
     GdnGrads gdn_grads;
     AttnGrads attn_grads;
-    float *scalars;         // [64] backend scalars: loss slots, grad norm
+    float *scalars;         // [64] backend scalars: loss slots 0..31, MODEL_SLOT_SUMSQ, MODEL_SLOT_GSCALE
+    AdamwPlan adam_plan;    // model_adamw's chunk table, built on its first call
     float *logits_buf;      // [64, V] fp32 for model_logits / model_score_rows, allocated on first use
     int32_t *score_idx;     // [2*64] targets | argmax for model_score_rows
     float *score_lp;        // [64]
@@ -134,9 +138,14 @@ void model_logits(Model *m, int row0, int nrows, float *out);
 // (< 32) and gradients are of loss_scale * sum(token losses).
 void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, int T, float loss_scale, int slot);
 double model_read_loss_slots(Model *m, int nslots); // sum of slots 0..nslots-1 (synchronises)
-double model_grad_norm(Model *m);                   // global L2 norm of the grads (synchronises)
-// AdamW over every tensor (weight decay per the tensor table), grads scaled by gscale first.
-void model_adamw(Model *m, float lr, int step, float gscale);
+// The gradients' sum of squares and Megatron's clip scale from it (max_norm <= 0: 1), both left in backend
+// scalars: no host round trip between the norm and model_adamw.
+void model_clip_grads(Model *m, float max_norm);
+double model_read_grad_norm(Model *m);              // the global L2 norm model_clip_grads computed (synchronises)
+void model_set_grad_scale(Model *m, float gscale);  // a clip scale computed on the host (ZeRO-1's norm)
+// AdamW over every tensor (weight decay per the tensor table) in one multi-tensor call, the grads scaled by the
+// clip scale in backend memory (model_clip_grads or model_set_grad_scale) first.
+void model_adamw(Model *m, float lr, int step);
 
 #ifdef __cplusplus
 }

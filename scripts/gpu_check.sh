@@ -34,6 +34,9 @@ if has bench; then
   # the lm head in 8192-row chunks instead of 4096 (GDN_CUDA_CE_ROWS): fewer passes over dE, +3 GB
   GDN_CUDA_CE_ROWS=8192 stage bench300m_ce8192 ./gdn bench --config configs/gdn-300m.yaml --micro_batch_size 16 \
       --seq_length 2048 --device cuda --steps 10 --warmup 2
+  # where the step goes, per op (events around every op-table call; the table is in the log)
+  stage bench300m_profile ./gdn bench --config configs/gdn-300m.yaml --micro_batch_size 16 --seq_length 2048 \
+      --device cuda --steps 3 --warmup 2 --profile
 fi
 if has bench1b; then # the recipe's 1B config (16 GDN + 16 MLP blocks, hidden 2048)
   stage bench1b ./gdn bench --config configs/gdn-1b.yaml --micro_batch_size 16 --seq_length 2048 --device cuda --steps 5 --warmup 2
@@ -137,7 +140,7 @@ finish() {
 {
 echo; echo "==================== summary ===================="
 printf "%-20s %s\n" stage result
-for k in build ops ops_bench model bench300m bench300m_ce8192 bench1b fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train \
+for k in build ops ops_bench model bench300m bench300m_ce8192 bench300m_profile bench1b fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train \
          gdn_train_parity compare_fla train_short to_hf fla_logits_ours gdn_logits_ours compare_roundtrip decode_b1 decode_b16 \
          decode_nograph_b1 decode_nograph_b16 fla_decode_b1 fla_decode_b16 eval_arc_bs32 eval_arc_bsauto \
          dp_w1 dp_w2 dp_compare dist \

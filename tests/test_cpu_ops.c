@@ -1021,6 +1021,7 @@ static void test_sums_and_memory(void) {
     HAS(matmul_bwd) HAS(conv_silu_fwd) HAS(conv_silu_bwd) HAS(l2norm_fwd) HAS(l2norm_bwd) HAS(gate_fwd)
     HAS(gate_bwd) HAS(delta_rule_fwd) HAS(delta_rule_bwd) HAS(gated_rmsnorm_fwd) HAS(gated_rmsnorm_bwd)
     HAS(swiglu_fwd) HAS(swiglu_bwd) HAS(lmhead_ce) HAS(lmhead_logits) HAS(sum) HAS(sumsq) HAS(adamw)
+    HAS(adamw_multi) HAS(clip_scale) HAS(mark) HAS(mark_ms)
 #undef HAS
     report(all, "backend_cpu(): every table entry is set");
 }

@@ -1,9 +1,11 @@
 // bench.c: `gdn bench` — times full training steps (forward, backward, AdamW) of a config on random
-// tokens, without a dataset: ms/step, tokens/s, TFLOP/s on both FLOP bases, peak memory.
+// tokens, without a dataset: ms/step, tokens/s, TFLOP/s on both FLOP bases, peak memory; with --profile also
+// the time of every op-table call of those steps by op (model/backend_profile.c).
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
+#include "../model/backend_profile.h"
 #include "../model/gdn.h"
 #include "../util/args.h"
 #include "../util/common.h"
@@ -11,15 +13,21 @@
 
 int cmd_bench(int argc, char **argv) {
     if (arg_is_help(argc, argv)) {
-        printf("usage: gdn bench [--config FILE.yaml] [--key value ...] [--steps N] [--warmup W]\n"
+        printf("usage: gdn bench [--config FILE.yaml] [--key value ...] [--steps N] [--warmup W] [--profile]\n"
                "Times N training steps (after W warm-up steps) of the config's model at micro_batch_size x\n"
-               "seq_length on random tokens (one micro-batch per step) and prints ms/step, tokens/s and TFLOP/s.\n");
+               "seq_length on random tokens (one micro-batch per step) and prints ms/step, tokens/s and TFLOP/s.\n"
+               "--profile: also times every backend op of those steps (CUDA events on the stream, wall clock on\n"
+               "the CPU) and prints them by op, GEMMs by weight shape, against the step time.\n");
         return 0;
     }
-    int steps = 5, warm = 1;
+    int steps = 5, warm = 1, profile = 0;
     static const ArgSpec own[] = {{"--steps", ARG_INT, 1, 1 << 20}, {"--warmup", ARG_INT, 0, 1 << 20}};
     int out = 1; // take --steps/--warmup out before the config flags are parsed (those are strict too)
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--profile")) {
+            profile = 1;
+            continue;
+        }
         int k = !strcmp(argv[i], "--steps") ? 0 : !strcmp(argv[i], "--warmup") ? 1 : -1;
         if (k < 0) { argv[out++] = argv[i]; continue; }
         if (i + 1 >= argc) die("bench: %s needs a value", own[k].name);
@@ -34,6 +42,7 @@ int cmd_bench(int argc, char **argv) {
     if (config_validate(&c, err, sizeof err)) die("%s", err);
     if (steps < 1 || warm < 0) die("bench: --steps must be >= 1 and --warmup >= 0");
     const Backend *be = backend_select(c.device, c.precision);
+    if (profile) be = backend_profiled(be); // the model runs on the timed table
     Model *m = model_create(&c, be, 1);
     float *host = xmalloc(m->lay.total * sizeof(float));
     params_init(&m->lay, host, (uint64_t)c.seed);
@@ -58,14 +67,20 @@ int cmd_bench(int argc, char **argv) {
     for (size_t i = 0; i < N; i++) tgt[i] = (i + 1) % (size_t)T ? ids[i + 1] : -1;
     double t0 = 0;
     for (int it = 0; it < warm + steps; it++) {
-        if (it == warm) { be->sync(); t0 = now_sec(); }
+        if (it == warm) {
+            be->sync();
+            t0 = now_sec();
+            if (profile) backend_profile_record(1);
+        }
         model_zero_grads(m);
         model_fwd_bwd(m, ids, tgt, B, T, 1.0f / (float)(N - B), 0);
-        double gn = model_grad_norm(m);
-        model_adamw(m, 1e-4f, it + 1, gn > 1.0 ? (float)(1.0 / gn) : 1.0f);
+        model_clip_grads(m, 1.0f); // norm and clip scale stay on the backend: no host round trip in the step
+        model_adamw(m, 1e-4f, it + 1);
     }
     be->sync();
     double ms = (now_sec() - t0) * 1e3 / steps, tok = N / (ms / 1e3);
+    if (profile) backend_profile_record(0);
+    double loss = model_read_loss_slots(m, 1) / (double)(N - B), gnorm = model_read_grad_norm(m);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     char count[32];
@@ -79,7 +94,8 @@ int cmd_bench(int argc, char **argv) {
     // MFU against H100/H200 dense bf16 (989.4 TFLOP/s), on the 6N-style GDN count
     if (be->act_bytes == 2) printf(", MFU %.1f%% of 989 TFLOP/s", 100.0 * flops_per_token_gdn(&c) * tok / 989.4e12);
     if (docs) printf(", %d EOD-separated documents per step (reset_state_at_eod)", docs);
-    printf("\n");
+    printf("\nbench: last step loss %.9g, grad norm %.9g\n", loss, gnorm);
+    if (profile) backend_profile_report(stdout, steps, ms);
     free(ids); free(tgt);
     model_free(m);
     return 0;

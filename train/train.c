@@ -202,7 +202,8 @@ int cmd_train(int argc, char **argv) {
         if (zero1) gnorm = zero_grad_norm(&zero, m, &dist);
         else {
             if (!bucketed) dist_allreduce_sum(&dist, m->grads, P);
-            gnorm = model_grad_norm(m);
+            model_clip_grads(m, c.clip_grad); // the norm and Megatron's clip scale on the backend, for model_adamw
+            gnorm = model_read_grad_norm(m);  // for the log and the NaN check before the update
         }
         // the stop check's collective here, not after the step: ZeRO-1's all-gather may still be in flight then
         int stop = it < c.train_iters ? stop_check(&dist, &c) : STOP_NONE;
@@ -210,15 +211,15 @@ int cmd_train(int argc, char **argv) {
         double loss = loss_sum / valid;
         if (!isfinite(loss)) die("iteration %ld: loss is %f; stopping without saving a checkpoint", it, loss);
         if (!isfinite(gnorm)) die("iteration %ld: gradient norm is %f (NaN/Inf in gradients); stopping without saving", it, gnorm);
-        float gscale = 1.0f;
-        if (c.clip_grad > 0) { // Megatron: clip_coeff = max_norm / (norm + 1e-6), applied when < 1
-            double coeff = c.clip_grad / (gnorm + 1e-6);
-            if (coeff < 1.0) gscale = (float)coeff;
-        }
         if (zero1) { // its all-gather after the step (what of it is not overlapped) counts as collective time
+            float gscale = 1.0f;
+            if (c.clip_grad > 0) { // Megatron: clip_coeff = max_norm / (norm + 1e-6), applied when < 1 (as clip_scale)
+                double coeff = c.clip_grad / (gnorm + 1e-6);
+                if (coeff < 1.0) gscale = (float)coeff;
+            }
             zero_step(&zero, m, &dist, (float)lr, (int)it, gscale);
             comm_ms += buckets_take_wait_ms(&bk);
-        } else model_adamw(m, (float)lr, (int)it, gscale);
+        } else model_adamw(m, (float)lr, (int)it);
         loss_acc += loss;
         n_acc++;
         runlog_step(rl, it, loss, lr, gnorm, W > 1 ? comm_ms : -1);

@@ -11,6 +11,7 @@ void zero_init(Zero *z, Model *m, Buckets *bk, const Dist *d) {
     const Backend *be = m->be;
     size_t W = (size_t)d->world, R = (size_t)d->rank;
     z->bk = bk;
+    z->plan = (AdamwPlan){0};
     z->npieces = bk->n;
     z->lo = xmalloc((size_t)bk->n * sizeof(size_t));
     z->hi = xmalloc((size_t)bk->n * sizeof(size_t));
@@ -72,20 +73,20 @@ double zero_grad_norm(Zero *z, Model *m, Dist *d) {
     for (int i = 0; i < z->npieces; i++) {
         if (z->hi[i] <= z->lo[i]) continue;
         float h;
-        m->be->sumsq(m->scalars + 32, m->grads + z->lo[i], z->hi[i] - z->lo[i]);
-        m->be->memcpy_d2h(&h, m->scalars + 32, sizeof h);
+        m->be->sumsq(m->scalars + MODEL_SLOT_SUMSQ, m->grads + z->lo[i], z->hi[i] - z->lo[i]);
+        m->be->memcpy_d2h(&h, m->scalars + MODEL_SLOT_SUMSQ, sizeof h);
         ss += h;
     }
     dist_allreduce_host(d, &ss, 1);
     return sqrt(ss);
 }
 
-void zero_step(Zero *z, Model *m, Dist *d, float lr, int step, float gscale) {
-    const Config *c = &m->cfg;
-    const Backend *be = m->be;
+// The chunk table of this rank's AdamW (once: the shards and the layout are fixed): runs of adjacent tensors with
+// the same weight decay (as model_adamw), cut to each piece; p is indexed as the masters are kept (sharded on bf16
+// backends: at the state offset; whole on fp32 ones: at the flat offset).
+static void build_plan(Zero *z, Model *m) {
     int bf = z->master != NULL;
-    for (int k = 0; k < z->npieces; k++) {
-        // runs of adjacent tensors with the same weight decay (as model_adamw), cut to this piece
+    for (int k = 0; k < z->npieces; k++)
         for (int i = 0; i < m->lay.ntensors;) {
             const TensorInfo *t = &m->lay.tensors[i];
             size_t a = t->off, b = t->off + t->numel;
@@ -97,11 +98,20 @@ void zero_step(Zero *z, Model *m, Dist *d, float lr, int step, float gscale) {
             if (b > z->hi[k]) b = z->hi[k];
             if (a >= b) continue;
             size_t s = z->at[k] + (a - z->lo[k]);
-            void *pa = bf ? (char *)m->wact + a * (size_t)be->act_bytes : NULL; // the owner rounds its shard
-            be->adamw(bf ? z->master + s : m->params + a, pa, m->grads + a, z->m + s, z->v + s, b - a, lr, c->adam_beta1, c->adam_beta2,
-                      c->adam_eps, t->decay ? c->weight_decay : 0.0f, step, gscale);
+            adamw_plan_add(&z->plan, a, s, bf ? s : a, b - a, t->decay);
         }
-    }
+    adamw_plan_upload(&z->plan, m->be);
+}
+
+void zero_step(Zero *z, Model *m, Dist *d, float lr, int step, float gscale) {
+    const Config *c = &m->cfg;
+    int bf = z->master != NULL;
+    if (!z->plan.dev) build_plan(z, m);
+    model_set_grad_scale(m, gscale); // the norm was reduced across ranks on the host
+    // bf16: the owner rounds its shard into the act copy (laid out as the gradients)
+    m->be->adamw_multi(z->plan.dev, z->plan.n, bf ? z->master : m->params, bf ? m->wact : NULL, m->grads, z->m, z->v,
+                       lr, c->adam_beta1, c->adam_beta2, c->adam_eps, c->weight_decay, step,
+                       m->scalars + MODEL_SLOT_GSCALE);
     if (bf) refresh_small(z, m, d);
     buckets_gather(z->bk); // sharded masters: the act copy's shards, as rounded by their owners
 }
@@ -132,6 +142,7 @@ void zero_get_optim(Zero *z, Model *m, Dist *d, float *hm, float *hv) {
 }
 
 void zero_free(Zero *z, Model *m) {
+    adamw_plan_free(&z->plan, m->be);
     if (z->master) m->be->free(z->master);
     m->be->free(z->m);
     m->be->free(z->v);

@@ -23,6 +23,7 @@ typedef struct {
     size_t n;           // elements owned
     float *m, *v;       // AdamW moments of the owned elements (backend memory), the pieces back to back
     float *master;      // bf16 backends: the fp32 masters of the owned elements, likewise (NULL on fp32 ones)
+    AdamwPlan plan;     // zero_step's multi-tensor AdamW over the owned runs, built on its first call
 } Zero;
 
 // Shards each bucket of bk (64-aligned starts), takes this rank's share of the model's moments (set from a
@@ -31,8 +32,8 @@ void zero_init(Zero *z, Model *m, Buckets *bk, const Dist *d);
 // After buckets_finish (the reduce-scatter): the global grad norm (for the clip and the NaN check, before
 // any update): each element's square counted once, by its owner; the owners' sums added in rank order.
 double zero_grad_norm(Zero *z, Model *m, Dist *d);
-// AdamW on the owned elements, then the all-gather of the weights (buckets_gather: maybe still in flight
-// on return, the next forward waits for it).
+// AdamW on the owned elements (one multi-tensor call; gscale from the host, uploaded to the backend), then the
+// all-gather of the weights (buckets_gather: maybe still in flight on return, the next forward waits for it).
 void zero_step(Zero *z, Model *m, Dist *d, float lr, int step, float gscale);
 // The whole fp32 weights into host [P] on every rank (a collective when the masters are sharded; then it
 // uses the gradient buffer as scratch; no all-gather may be in flight).

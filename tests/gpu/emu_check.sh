@@ -27,7 +27,7 @@ build() { # src obj compiler flags...
 for f in cuda/*.cu; do build "$f" "$OUT/$(basename "$f" .cu).o" g++ -x c++ "${CXXFLAGS[@]}"; done
 build tests/gpu/emu/cuda_emu.cc "$OUT/cuda_emu.o" g++ "${CXXFLAGS[@]}"
 # The CPU twin and the helpers it needs (not the rest of libgdn.a: this stays independent of other parts).
-for f in util/common.c cpu/*.c; do build "$f" "$OUT/c_$(basename "$f" .c).o" gcc "${CFLAGS[@]}"; done
+for f in util/common.c model/adamw_plan.c cpu/*.c; do build "$f" "$OUT/c_$(basename "$f" .c).o" gcc "${CFLAGS[@]}"; done
 for f in tests/gpu/test_cuda_ops.c tests/gpu/ops/*.c; do build "$f" "$OUT/t_$(basename "$f" .c).o" gcc "${CFLAGS[@]}"; done
 g++ -o "$OUT/test_cuda_ops" "${objs[@]}" -fopenmp -lopenblas -lm
 

@@ -144,6 +144,13 @@ static void build_cases(int quick) {
     cases_lmhead(&g, 33, 40, 304, 0, 0, 0);
     g_cases[g_ncases - 2].i[4] = 2; // (the loss-only call adds an lmhead_logits case after it)
     strcat(g_cases[g_ncases - 2].name, " grid 2");
+    // multi-tensor AdamW over chunk tables and the device-side clip scale (appended: the cases above keep their
+    // random inputs)
+    cases_adamw_multi(&g, 0, 1);
+    cases_adamw_multi(&g, 1, 5);
+    cases_clip_scale(&g, 2.25f, 1.0f);   // norm 1.5 > 1: scale 1 / (1.5 + 1e-6)
+    cases_clip_scale(&g, 0.25f, 1.0f);   // norm 0.5: no clipping
+    cases_clip_scale(&g, 3.7e7f, 0.3f);  // a large norm
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)
@@ -617,6 +624,7 @@ int main(int argc, char **argv) {
     build_cases(quick);
     check_conversion(g16);
     if (!only) check_bad_ids();
+    if (!only || strstr("adamw_multi", only)) check_adamw_multi_per_run(g32, 0), check_adamw_multi_per_run(g16, 1);
     for (int x = 0; x < g_ncases; x++) {
         Case *c = &g_cases[x];
         if (only && !strstr(c->op, only)) continue;
