@@ -140,3 +140,7 @@ void cases_attention_packed_and_d128(void); // its own random stream (issues 14/
 // optim: AdamW and the gradient-norm sum
 void cases_adamw(Rng *g, int n, int step);
 void cases_sum(Rng *g, int n);
+// decode: the fused GDN token mixer (eods: some sequences fed EOD), the GEMMs with the norm / SwiGLU fused in
+void cases_gdn_decode(Rng *g, int B, int H, int HV, int dk, int dv, int K, int pad, int eods);
+void cases_rmsnorm_matmul(Rng *g, int M, int N, int K, int resid, int pad);
+void cases_swiglu_matmul(Rng *g, int M, int N, int K, int pad);
