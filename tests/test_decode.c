@@ -142,8 +142,52 @@ static int check_decode_step(int hybrid) {
     return ok ? 0 : 1;
 }
 
+// reset_state_at_eod while decoding (pure GDN): a token after EOD starts a document, so decoding "docA EOD docB"
+// token by token gives docB the logits of decoding docB alone from a fresh state, bit for bit (sequence 0; sequence
+// 1, with no EOD, runs beside it); with the key off the same stream carries docA into docB (the logits differ).
+static int check_eod_reset(void) {
+    Config c;
+    small_config(&c, -1);
+    const int B = 2, LA = 7, LB = 10, V = c.vocab_size, eod = 5;
+    c.eos_token_id = eod;
+    float *ref = xmalloc((size_t)LB * V * 4), *got = xmalloc((size_t)B * V * 4);
+    double diff_on = 0, diff_off = 0;
+    for (int reset = 1; reset >= 0; reset--) {
+        c.reset_state_at_eod = reset;
+        Model *m = model_create(&c, backend_cpu(), 0);
+        float *params = xmalloc(m->lay.total * 4);
+        params_init(&m->lay, params, 11);
+        model_set_params(m, params);
+        InferState *alone = infer_state_new(m, B), *stream = infer_state_new(m, B);
+        for (int t = 0; t < LB; t++) { // docB alone
+            int32_t tok[2] = {(int32_t)((t * 17 + 40) % V), (int32_t)((t * 3 + 9) % V)};
+            model_decode_step(m, alone, tok, NULL, got);
+            memcpy(ref + (size_t)t * V, got, (size_t)V * 4);
+        }
+        double worst = 0;
+        for (int t = 0; t < LA + 1 + LB; t++) { // docA, EOD, docB
+            int tb = t - LA - 1;
+            int32_t tok[2] = {t < LA ? (int32_t)((t * 29 + 11) % V) : t == LA ? eod : (int32_t)((tb * 17 + 40) % V),
+                              (int32_t)((t * 7 + 2) % V)};
+            model_decode_step(m, stream, tok, NULL, got);
+            if (tb >= 0)
+                for (int v = 0; v < V; v++) worst = fmax(worst, fabs(got[v] - ref[(size_t)tb * V + v]));
+        }
+        if (reset) diff_on = worst; else diff_off = worst;
+        infer_state_free(m, alone); infer_state_free(m, stream);
+        model_free(m);
+        free(params);
+    }
+    int ok = diff_on == 0 && diff_off > 1e-3;
+    printf("%s gdn decode with reset_state_at_eod: docB after \"docA EOD\" == docB alone: max |diff| %.3g (want 0); "
+           "with the key off %.3g (want > 1e-3)\n", ok ? "ok  " : "FAIL", diff_on, diff_off);
+    free(ref); free(got);
+    return ok ? 0 : 1;
+}
+
 int main(void) {
-    int fails = check_decode_step(-1) + check_decode_step(0);
+    int eod_fails = check_eod_reset();
+    int fails = eod_fails + check_decode_step(-1) + check_decode_step(0);
     fails += check(1, 20, 0, -1);   // all decode, shorter than a chunk
     fails += check(1, 150, 70, -1); // prefill past one chunk boundary, then decode across the next
     fails += check(2, 90, 64, -1);  // two sequences, prefill exactly one chunk
