@@ -86,6 +86,7 @@ static const Backend cpu_backend = {
     .delta_rule_fwd = cpu_delta_rule_fwd,
     .delta_rule_bwd = cpu_delta_rule_bwd,
     .doc_starts = cpu_doc_starts,
+    .state_reset_at_eod = cpu_state_reset_at_eod,
     .gated_rmsnorm_fwd = cpu_gated_rmsnorm_fwd,
     .gated_rmsnorm_bwd = cpu_gated_rmsnorm_bwd,
     .attn_qkv_fwd = cpu_attn_qkv_fwd,

@@ -39,6 +39,7 @@ void cpu_swiglu_fwd(void *y, const void *gu, int N, int F);
 void cpu_swiglu_bwd(void *dgu, const void *dy, const void *gu, int N, int F);
 void cpu_sum(float *out, const float *x, size_t n);
 void cpu_doc_starts(int32_t *doc_start, const int32_t *ids, int B, int T, int32_t eod);
+void cpu_state_reset_at_eod(float *state, size_t row, const int32_t *ids, int B, int T, int32_t eod);
 void cpu_sumsq(float *out, const float *x, size_t n);
 
 // ---- norms (cpu/norms.c)

@@ -133,6 +133,10 @@ typedef struct Backend {
     // doc_start[b*T+t] = the last s <= t with s == 0 or ids[b*T+s-1] == eod (ids, doc_start: backend memory
     // [B*T]). A token after an EOD starts a document, as FLA derives cu_seqlens from EOS ids.
     void (*doc_starts)(int32_t *doc_start, const int32_t *ids, int B, int T, int32_t eod);
+    // The same rule across forward calls with a state: where a row's last token ids[b*T + T-1] == eod, its state
+    // rows state[b*row, (b+1)*row) (fp32) become zeros, so the row's next call starts a document (a prefill that
+    // ends in EOD; decoding through the unfused ops). ids: backend memory [B*T].
+    void (*state_reset_at_eod)(float *state, size_t row, const int32_t *ids, int B, int T, int32_t eod);
 
     // ---- output norm and gate (FLA FusedRMSNormGated, swish): per (n, v head j), over e < dv:
     // y = o * rstd * w[e] * silu(z), rstd[n*HV+j] = (mean_e o^2 + eps)^-1/2.

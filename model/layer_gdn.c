@@ -92,6 +92,10 @@ static void fwd(Model *m, int l, int B, int T, LayerState *ls) {
     be->delta_rule_fwd(&dr, b->o, d->Vd, st ? st->S : NULL);
     be->gated_rmsnorm_fwd(b->on, d->Vd, b->on_rstd, b->o, d->Vd, A(m, b->P, c.g), c.Dp, PF(m, w->o_norm), N, d->HV,
                           d->dv, d->eps);
+    if (st && m->cfg.reset_state_at_eod) { // a row that ended in EOD: its next token starts a document
+        be->state_reset_at_eod(st->conv, (size_t)c.Dc * (d->K - 1), m->step_ids, B, T, m->cfg.eos_token_id);
+        be->state_reset_at_eod(st->S, (size_t)d->HV * d->dk * d->dv, m->step_ids, B, T, m->cfg.eos_token_id);
+    }
     be->matmul_fwd(m->out, d->h, b->on, d->Vd, WA(m, w->o_proj), N, d->h, d->Vd, 0);
 }
 

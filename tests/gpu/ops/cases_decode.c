@@ -1,7 +1,8 @@
 // cases_decode.c: test_cuda_ops' cases for the ops fused for decoding (backend.h): the GDN token mixer
 // (gdn_decode_fwd: conv step, L2 norms, gates, delta-rule step, gated RMSNorm, and the reset of both states after
 // an EOD token), and the small-M GEMMs with the RMSNorm or SwiGLU before them (rmsnorm_matmul_fwd,
-// swiglu_matmul_fwd; matmul_fwd at M <= 4 takes the same GEMV kernel: cases_matmul with small M).
+// swiglu_matmul_fwd; matmul_fwd at M <= 4 takes the same GEMV kernel: cases_matmul with small M), and the
+// reset of a state whose row ended in EOD across forward calls (state_reset_at_eod).
 #include <math.h>
 #include <stdlib.h>
 
@@ -40,6 +41,25 @@ void cases_gdn_decode(Rng *g, int B, int H, int HV, int dk, int dv, int K, int p
                 g, 0, 1);
     fill_normal(add_t(c, "S", K_F32, R_ACC, (size_t)B * HV, (size_t)dk * dv, 0, F32_ORDER, B16_DELTA_F32), g, 0, 0.3f);
     add_t(c, "y", K_ACT, R_OUT, B, Vd, ldy, F32_ORDER, B16_DECODE);
+}
+
+static void run_state_reset(const Backend *be, void **p, const Case *c) {
+    // ids, state;  i: B T row eod
+    be->state_reset_at_eod(p[1], (size_t)c->i[2], p[0], c->i[0], c->i[1], c->i[3]);
+}
+
+// rows whose last token is EOD (every third, from the second) become zeros, the others keep their values; EODs
+// elsewhere in a row (its first token) change nothing
+void cases_state_reset(Rng *g, int B, int T, int row) {
+    Case *c = new_case("state_reset_at_eod", run_state_reset, "B=%d T=%d row=%d", B, T, row);
+    c->i[0] = B, c->i[1] = T, c->i[2] = row, c->i[3] = 7;
+    Tensor *ids = add_in(c, "ids", K_I32, (size_t)B * T, 1, 1);
+    for (int i = 0; i < B * T; i++) ids->init_i[i] = 100 + i % 50;
+    for (int b = 0; b < B; b++) {
+        if (b % 3 == 1) ids->init_i[(size_t)b * T + T - 1] = 7;
+        if (b % 3 == 0) ids->init_i[(size_t)b * T] = 7;
+    }
+    fill_normal(add_t(c, "state", K_F32, R_ACC, B, row, 0, F32_EXACT, B16_EXACT), g, 0, 1);
 }
 
 static void run_rmsnorm_matmul(const Backend *be, void **p, const Case *c) {
