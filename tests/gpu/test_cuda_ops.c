@@ -154,6 +154,7 @@ static void build_cases(int quick) {
     cases_swiglu_matmul(&g, 16, 96, 4096, 1);         // batch 16: the unfused ops
     cases_swiglu_matmul(&g, 3, 50, 8192, 0);          // the 1B's down: 2-row tiles (64 KB), the second half full
     cases_swiglu_matmul(&g, 2, 50, 8200, 0);          // K > 8192: the unfused ops
+    cases_gdn_decode(&g, 2, 1, 16, 16, 128, 4, 2, 1); // G*dv = 2048 past the kernel's limit: the unfused ops
     cases_state_reset(&g, 5, 9, 300);                 // prefill rows ending in EOD: a conv state's size
     cases_state_reset(&g, 4, 1, 70000);               // decode, rows longer than one block's span
     if (quick) {
