@@ -108,6 +108,7 @@ static const Backend cpu_backend = {
     .delta_rule_fwd = cpu_delta_rule_fwd,
     .delta_rule_bwd = cpu_delta_rule_bwd,
     .doc_starts = cpu_doc_starts,
+    .state_reset_at_eod = cpu_state_reset_at_eod,
     .gated_rmsnorm_fwd = cpu_gated_rmsnorm_fwd,
     .gated_rmsnorm_bwd = cpu_gated_rmsnorm_bwd,
     .attn_qkv_fwd = cpu_attn_qkv_fwd,
@@ -115,6 +116,9 @@ static const Backend cpu_backend = {
     .attn_fwd = cpu_attn_fwd,
     .attn_bwd = cpu_attn_bwd,
     .pos_advance = cpu_pos_advance,
+    .gdn_decode_fwd = cpu_gdn_decode_fwd,
+    .rmsnorm_matmul_fwd = cpu_rmsnorm_matmul_fwd,
+    .swiglu_matmul_fwd = cpu_swiglu_matmul_fwd,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .lmhead_ce = cpu_lmhead_ce,
@@ -135,6 +139,7 @@ const Backend *backend_cpu_recurrent(void) {
         t = cpu_backend;
         t.delta_rule_fwd = cpu_delta_rule_recurrent_fwd;
         t.delta_rule_bwd = cpu_delta_rule_recurrent_bwd;
+        t.gdn_decode_fwd = cpu_gdn_decode_recurrent_fwd;
     }
     return &t;
 }

@@ -39,6 +39,7 @@ void cpu_swiglu_fwd(void *y, const void *gu, int N, int F);
 void cpu_swiglu_bwd(void *dgu, const void *dy, const void *gu, int N, int F);
 void cpu_sum(float *out, const float *x, size_t n);
 void cpu_doc_starts(int32_t *doc_start, const int32_t *ids, int B, int T, int32_t eod);
+void cpu_state_reset_at_eod(float *state, size_t row, const int32_t *ids, int B, int T, int32_t eod);
 void cpu_sumsq(float *out, const float *x, size_t n);
 
 // ---- norms (cpu/norms.c)
@@ -122,6 +123,19 @@ void cpu_lmhead_logits(float *logits, const void *y, const void *E, int N, int h
 double cpu_sum_exp(const float *l, int V, float mx);
 void cpu_exp_scale(float *l, int V, float mx, float scale);
 void cpu_logits_stats(int32_t *argmax, float *logprob, const float *logits, const int32_t *targets, int rows, int V);
+
+// ---- ops fused for decoding (cpu/decode_fused.c): the ops they stand for, in sequence
+void cpu_gdn_decode_fwd(void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state, float *S,
+                        const float *A_log, const float *dt_bias, const float *norm_w, const int32_t *ids,
+                        int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps);
+// the same with the token-by-token delta rule (backend_cpu_recurrent's table)
+void cpu_gdn_decode_recurrent_fwd(void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state,
+                                  float *S, const float *A_log, const float *dt_bias, const float *norm_w,
+                                  const int32_t *ids, int32_t eod, int B, int H, int HV, int dk, int dv, int K,
+                                  float eps);
+void cpu_rmsnorm_matmul_fwd(void *y, int ldy, void *s_out, const void *x, const void *resid, const float *nw,
+                            const void *W, int M, int N, int K, float eps);
+void cpu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W, int M, int N, int K);
 
 // ---- optimizer (cpu/adamw.c); p_act must be NULL or p (fp32 activations share the master copy)
 void cpu_adamw(float *p, void *p_act, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,

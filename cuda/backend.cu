@@ -333,6 +333,8 @@ static void fill_table(Backend *b, int use_bf16) {
     cu_register_lmhead(b, use_bf16);
     cu_register_adamw(b, use_bf16);
     cu_register_attention(b, use_bf16);
+    cu_register_gdn_decode(b, use_bf16);
+    cu_register_gemv(b, use_bf16); // after matmul: matmul_fwd sends small M to the GEMV
     cu_register_collectives(b);
 }
 

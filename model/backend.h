@@ -150,6 +150,10 @@ typedef struct Backend {
     // doc_start[b*T+t] = the last s <= t with s == 0 or ids[b*T+s-1] == eod (ids, doc_start: backend memory
     // [B*T]). A token after an EOD starts a document, as FLA derives cu_seqlens from EOS ids.
     void (*doc_starts)(int32_t *doc_start, const int32_t *ids, int B, int T, int32_t eod);
+    // The same rule across forward calls with a state: where a row's last token ids[b*T + T-1] == eod, its state
+    // rows state[b*row, (b+1)*row) (fp32) become zeros, so the row's next call starts a document (a prefill that
+    // ends in EOD; decoding through the unfused ops). ids: backend memory [B*T].
+    void (*state_reset_at_eod)(float *state, size_t row, const int32_t *ids, int B, int T, int32_t eod);
 
     // ---- output norm and gate (FLA FusedRMSNormGated, swish): per (n, v head j), over e < dv:
     // y = o * rstd * w[e] * silu(z), rstd[n*HV+j] = (mean_e o^2 + eps)^-1/2.
@@ -158,6 +162,25 @@ typedef struct Backend {
     void (*gated_rmsnorm_bwd)(void *do_, int lddo, void *dz, int lddz, float *dw, const void *dy, int lddy,
                               const void *o, int ldo, const void *z, int ldz, const float *rstd, const float *w,
                               int N, int HV, int dv);
+
+    // ---- decoding (T = 1): the GDN token mixer fused into one op. P [B, ldp] = the in_proj output [q|k|v|g|b|a]
+    // (layer_gdn.c's columns: q, k [H*dk] each, v, g [HV*dv] each, b, a [HV] each). Per sequence b, in order:
+    // conv_silu_fwd of the q|k|v columns with the conv state [B, 2Kd+Vd, K-1] (read, then updated); l2norm_fwd of
+    // the q and k heads; gate_fwd from b, a; delta_rule_fwd of that one token with the state S [B, HV, dk, dv]
+    // (read, then updated), scale dk^-1/2; gated_rmsnorm_fwd with z = g and the weight norm_w [dv]: y [B, ldy]
+    // (HV*dv columns, act). Equal to those ops in sequence (the CPU twin runs them; CUDA keeps the same act
+    // roundings of the conv output, q, k and o). ids (nullable, backend memory [B]): where ids[b] == eod both
+    // states of b are written as zeros, so the next token starts a document (reset_state_at_eod).
+    void (*gdn_decode_fwd)(void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state, float *S,
+                           const float *A_log, const float *dt_bias, const float *norm_w, const int32_t *ids,
+                           int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps);
+    // RMSNorm into a GEMM (decoding's small M): the rmsnorm_fwd (s_out, no rstd) of x (+ resid) with weight nw
+    // [K], then y[M, N] = norm . W[N, K]^T, as the two ops in sequence (the normed row rounded to act first).
+    void (*rmsnorm_matmul_fwd)(void *y, int ldy, void *s_out, const void *x, const void *resid, const float *nw,
+                               const void *W, int M, int N, int K, float eps);
+    // SwiGLU into a GEMM: y[M, N] = swiglu(gu)[M, K] . W[N, K]^T, gu [M, 2K] = [gate | up], as swiglu_fwd then
+    // matmul_fwd (the product rounded to act first).
+    void (*swiglu_matmul_fwd)(void *y, int ldy, const void *gu, const void *W, int M, int N, int K);
 
     // ---- softmax attention of a hybrid's attention blocks (spec hybrid.md §2). Query head j reads KV head
     // j / (Ha/Hkv); head dim d. Keys and values of sequence b are rows b*kv_bstride + (tau mod kv_bstride) of K and V

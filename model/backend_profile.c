@@ -75,6 +75,19 @@
       (void *do_, int lddo, void *dz, int lddz, float *dw, const void *dy, int lddy, const void *o, int ldo,         \
        const void *z, int ldz, const float *rstd, const float *w, int N, int HV, int dv),                           \
       (do_, lddo, dz, lddz, dw, dy, lddy, o, ldo, z, ldz, rstd, w, N, HV, dv), 0, 0)                                \
+    X(state_reset_at_eod, (float *state, size_t row, const int32_t *ids, int B, int T, int32_t eod),               \
+      (state, row, ids, B, T, eod), 0, 0)                                                                           \
+    X(gdn_decode_fwd,                                                                                               \
+      (void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state, float *S,                   \
+       const float *A_log, const float *dt_bias, const float *norm_w, const int32_t *ids, int32_t eod, int B, int H, \
+       int HV, int dk, int dv, int K, float eps),                                                                   \
+      (y, ldy, P, ldp, conv_w, conv_state, S, A_log, dt_bias, norm_w, ids, eod, B, H, HV, dk, dv, K, eps), 0, 0)    \
+    X(rmsnorm_matmul_fwd,                                                                                           \
+      (void *y, int ldy, void *s_out, const void *x, const void *resid, const float *nw, const void *W, int M,      \
+       int N, int K, float eps),                                                                                    \
+      (y, ldy, s_out, x, resid, nw, W, M, N, K, eps), N, K)                                                         \
+    X(swiglu_matmul_fwd, (void *y, int ldy, const void *gu, const void *W, int M, int N, int K),                    \
+      (y, ldy, gu, W, M, N, K), N, K)                                                                               \
     X(attn_qkv_fwd,                                                                                                 \
       (void *Q, void *K, void *V, int kv_bstride, const void *P, int ldp, const float *bias, const int32_t *pos,     \
        int B, int T, int Ha, int Hkv, int d, float theta, const int32_t *doc_start),                                \

@@ -253,6 +253,10 @@ static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, Infer
     const ModelDims *d = &m->d;
     int N = B * T;
     if (m->doc_start && T > 1) be->doc_starts(m->doc_start, ids_dev, B, T, m->cfg.eos_token_id);
+    // Decoding fuses each block's norms into the GEMMs after them and SwiGLU into the down projection (small-M
+    // GEMVs on CUDA: fewer dependent kernels per step; the CPU's are the same ops in sequence).
+    const int fuse = st && T == 1 && !m->training && be->rmsnorm_matmul_fwd && be->swiglu_matmul_fwd;
+    m->step_ids = ids_dev;
     if (m->params_needed) m->params_needed(m, m->lay.embeddings, (size_t)d->V * d->h);
     be->embedding_fwd(m->emb, ids_dev, WA(m, m->lay.embeddings), N, d->h);
     for (int l = 0; l < d->L; l++) {
@@ -263,14 +267,23 @@ static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, Infer
             layer_range(&m->lay, l, &off, &n);
             m->params_needed(m, off, n);
         }
-        if (l == 0)
-            be->rmsnorm_fwd(b->y_attn, b->rstd_attn, NULL, m->emb, NULL, PF(m, w->attn_norm), N, d->h, d->eps);
-        else // s = previous MLP output + previous block's s_mlp
-            be->rmsnorm_fwd(b->y_attn, b->rstd_attn, b->s_attn, m->out, m->blk[l - 1].s_mlp, PF(m, w->attn_norm), N,
-                            d->h, d->eps);
+        // s = previous MLP output + previous block's s_mlp (block 0: the embeddings)
+        const void *nx = l == 0 ? m->emb : m->out, *nres = l == 0 ? NULL : m->blk[l - 1].s_mlp;
+        void *ns = l == 0 ? NULL : b->s_attn;
+        if (fuse && kind_of(m, l)->fuses_in_norm) // the mixer's first GEMM runs it (mixer_in_proj)
+            m->in_norm.x = nx, m->in_norm.resid = nres, m->in_norm.s_out = ns, m->in_norm.w = PF(m, w->attn_norm);
+        else
+            be->rmsnorm_fwd(b->y_attn, b->rstd_attn, ns, nx, nres, PF(m, w->attn_norm), N, d->h, d->eps);
         kind_of(m, l)->fwd(m, l, B, T, st ? &st->layer[l] : NULL);
-        be->rmsnorm_fwd(b->y_mlp, b->rstd_mlp, b->s_mlp, m->out, b->s_attn, PF(m, w->mlp_norm), N, d->h, d->eps);
-        mlp_fwd(m, l, N);
+        m->in_norm.w = NULL;
+        if (fuse) { // [gate|up] = RMSNorm(s_mlp) . W^T; out = swiglu . W_down^T
+            be->rmsnorm_matmul_fwd(b->GU, 2 * d->F, b->s_mlp, m->out, b->s_attn, PF(m, w->mlp_norm),
+                                   WA(m, w->gate_proj), N, 2 * d->F, d->h, d->eps);
+            be->swiglu_matmul_fwd(m->out, d->h, b->GU, WA(m, w->down_proj), N, d->h, d->F);
+        } else {
+            be->rmsnorm_fwd(b->y_mlp, b->rstd_mlp, b->s_mlp, m->out, b->s_attn, PF(m, w->mlp_norm), N, d->h, d->eps);
+            mlp_fwd(m, l, N);
+        }
     }
     if (m->params_needed) m->params_needed(m, m->lay.norm, (size_t)d->h);
     be->rmsnorm_fwd(m->y_final, m->rstd_final, m->s_final, m->out, m->blk[d->L - 1].s_mlp, PF(m, m->lay.norm), N,

@@ -68,6 +68,11 @@ typedef struct Model {
     float *score_lp;        // [64]
     void *score_y;          // [64, h] act: the scored rows of y_final, gathered
     size_t cap_N;           // rows the activations were allocated for (inference reuses them for fewer)
+    // forward_tokens: the call's token ids [B, T] (backend memory; the states' EOD resets read them), and, when
+    // decoding (a state and T = 1), the block's input RMSNorm if forward_tokens leaves it to the mixer's first
+    // GEMM (rmsnorm_matmul_fwd; w NULL: it ran already and y_attn holds it)
+    const int32_t *step_ids;
+    struct { const void *x, *resid; void *s_out; const float *w; } in_norm;
     unsigned acts_gen;      // bumped when the activations move (graphs recorded against them are stale)
     // issue 19: called by the backward once parameter gradients [first_param_offset, +count) are final for this
     // micro-batch (each block, the final norm, the tied embedding last); NULL: nobody listens

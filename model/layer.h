@@ -17,6 +17,16 @@ static inline void *WA(const Model *m, size_t off) { return A(m, m->wact, off); 
 // twice: a sizing pass (arena not allocated yet: returns NULL, adds up the bytes), then the real one.
 void *model_arena_take(Model *m, size_t bytes);
 
+// The mixer's first GEMM y[N, Dout] = y_attn . W^T; when forward_tokens left the block's input norm to it
+// (m->in_norm.w set: decoding, kinds with fuses_in_norm), the RMSNorm and the GEMM in one op.
+static inline void mixer_in_proj(Model *m, int l, void *y, int ldy, const void *W, int N, int Dout) {
+    if (m->in_norm.w)
+        m->be->rmsnorm_matmul_fwd(y, ldy, m->in_norm.s_out, m->in_norm.x, m->in_norm.resid, m->in_norm.w, W, N, Dout,
+                                  m->d.h, m->d.eps);
+    else
+        m->be->matmul_fwd(y, ldy, m->blk[l].y_attn, m->d.h, W, N, Dout, m->d.h, 0);
+}
+
 typedef struct {
     // Activations of block l for (B, T) rows from model_arena_take: kept for backward when training.
     // share >= 0 (inference): alias block `share`'s buffers instead (an earlier block of the same kind).
@@ -35,6 +45,8 @@ typedef struct {
     // capture, makes room for them and counts them as seen. Returns 1 when buffers moved (a recorded
     // decode graph is then stale).
     int (*state_grow)(Model *m, int l, int B, int T, LayerState *st);
+    // 1: fwd's first GEMM goes through mixer_in_proj, so a decode step may leave the input norm to it
+    int fuses_in_norm;
 } LayerKindOps;
 
 #define X(e, name) extern const LayerKindOps layer_##name;

@@ -70,8 +70,16 @@ static void fwd(Model *m, int l, int B, int T, LayerState *ls) {
     GdnState *st = ls ? &ls->gdn : NULL;
     ProjCols c = proj_cols(d);
     int N = B * T;
-    // [q|k|v|g|b|a] = y . W_in^T, one GEMM over the contiguous q..a_proj rows
-    be->matmul_fwd(b->P, c.Dp, m->blk[l].y_attn, d->h, WA(m, w->q_proj), N, c.Dp, d->h, 0);
+    // [q|k|v|g|b|a] = y . W_in^T, one GEMM over the contiguous q..a_proj rows (the norm fused in when decoding)
+    mixer_in_proj(m, l, b->P, c.Dp, WA(m, w->q_proj), N, c.Dp);
+    if (T == 1 && st && !m->training && be->gdn_decode_fwd) { // decoding: the token mixer as one op
+        const int32_t *eod_ids = m->cfg.reset_state_at_eod ? m->step_ids : NULL; // after EOD: a new document
+        be->gdn_decode_fwd(b->on, d->Vd, b->P, c.Dp, PF(m, w->q_conv1d), st->conv, st->S, PF(m, w->A_log),
+                           PF(m, w->dt_bias), PF(m, w->o_norm), eod_ids, m->cfg.eos_token_id, B, d->H, d->HV, d->dk,
+                           d->dv, d->K, d->eps);
+        be->matmul_fwd(m->out, d->h, b->on, d->Vd, WA(m, w->o_proj), N, d->h, d->Vd, 0);
+        return;
+    }
     // causal depthwise conv + SiLU over the q|k|v columns (conv weights q|k|v are contiguous too)
     float *cs = st ? st->conv : NULL;
     be->conv_silu_fwd(b->C, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), cs, cs, B, T, c.Dc, d->K,
@@ -84,6 +92,10 @@ static void fwd(Model *m, int l, int B, int T, LayerState *ls) {
     be->delta_rule_fwd(&dr, b->o, d->Vd, st ? st->S : NULL);
     be->gated_rmsnorm_fwd(b->on, d->Vd, b->on_rstd, b->o, d->Vd, A(m, b->P, c.g), c.Dp, PF(m, w->o_norm), N, d->HV,
                           d->dv, d->eps);
+    if (st && m->cfg.reset_state_at_eod) { // a row that ended in EOD: its next token starts a document
+        be->state_reset_at_eod(st->conv, (size_t)c.Dc * (d->K - 1), m->step_ids, B, T, m->cfg.eos_token_id);
+        be->state_reset_at_eod(st->S, (size_t)d->HV * d->dk * d->dv, m->step_ids, B, T, m->cfg.eos_token_id);
+    }
     be->matmul_fwd(m->out, d->h, b->on, d->Vd, WA(m, w->o_proj), N, d->h, d->Vd, 0);
 }
 
@@ -131,4 +143,5 @@ static void state_free(Model *m, int l, LayerState *ls) {
 const LayerKindOps layer_gdn = {
     .acts_alloc = acts_alloc, .grads_alloc = grads_alloc,
     .fwd = fwd, .bwd = bwd, .state_alloc = state_alloc, .state_reset = state_reset, .state_free = state_free,
+    .fuses_in_norm = 1,
 };

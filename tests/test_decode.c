@@ -32,9 +32,13 @@ static void small_config(Config *c, int hybrid) {
     }
 }
 
-static int check(int B, int T, int prefill, int hybrid) {
+// eod >= 0 (pure GDN): reset_state_at_eod with that EOD id, placed in the ids so that documents start inside the
+// prefill, right after it (its last token EOD) and inside the decoded part; the full forward is then the
+// training forward over packed documents (doc_starts), which decoding must reproduce.
+static int check(int B, int T, int prefill, int hybrid, int eod) {
     Config c;
     small_config(&c, hybrid);
+    if (eod >= 0) c.reset_state_at_eod = 1, c.eos_token_id = eod;
     Model *m = model_create(&c, backend_cpu(), 0);
     float *params = xmalloc(m->lay.total * 4);
     params_init(&m->lay, params, 5);
@@ -42,6 +46,14 @@ static int check(int B, int T, int prefill, int hybrid) {
     int V = c.vocab_size;
     int32_t *ids = xmalloc((size_t)B * T * 4);
     for (int i = 0; i < B * T; i++) ids[i] = (i * 7919 + 13) % V;
+    if (eod >= 0) {
+        for (int i = 0; i < B * T; i++)
+            if (ids[i] == eod) ids[i] = (eod + 1) % V; // EODs only where placed
+        const int at[] = {prefill / 2, prefill - 1, prefill + 3, prefill + 4, T - 2};
+        for (int b = 0; b < B; b++)
+            for (int j = b; j < 5; j++) // sequence 1 without the EOD at prefill / 2
+                if (at[j] >= 0 && at[j] < T) ids[(size_t)b * T + at[j]] = eod;
+    }
     float *full = xmalloc((size_t)B * T * V * 4), *step = xmalloc((size_t)B * V * 4);
     model_forward(m, ids, B, T);
     model_logits(m, 0, B * T, full);
@@ -78,8 +90,9 @@ static int check(int B, int T, int prefill, int hybrid) {
     while (cap_want < (hybrid > 0 ? hybrid - 1 + longest : seen)) cap_want *= 2;
     int cap = hybrid >= 0 ? st->layer[1].attn.cap : cap_want;
     if (cap != cap_want) ok = 0;
-    printf("%s %s B=%d T=%d prefill=%d: max |decode - full| / max|full| = %.2e (tol 1e-5)%s\n", ok ? "ok  " : "FAIL",
-           hybrid < 0 ? "gdn" : hybrid ? "hybrid, window" : "hybrid, full causal", B, T, prefill, rel,
+    printf("%s %s%s B=%d T=%d prefill=%d: max |decode - full| / max|full| = %.2e (tol 1e-5)%s\n", ok ? "ok  " : "FAIL",
+           hybrid < 0 ? "gdn" : hybrid ? "hybrid, window" : "hybrid, full causal",
+           eod >= 0 ? " packed documents (reset_state_at_eod)" : "", B, T, prefill, rel,
            hybrid >= 0 ? (cap == cap_want ? ", KV cache rows as expected" : ", KV cache rows NOT as expected") : "");
     infer_state_free(m, st);
     model_free(m);
@@ -142,17 +155,63 @@ static int check_decode_step(int hybrid) {
     return ok ? 0 : 1;
 }
 
+// reset_state_at_eod while decoding (pure GDN): a token after EOD starts a document, so decoding "docA EOD docB"
+// token by token gives docB the logits of decoding docB alone from a fresh state, bit for bit (sequence 0; sequence
+// 1, with no EOD, runs beside it); with the key off the same stream carries docA into docB (the logits differ).
+static int check_eod_reset(void) {
+    Config c;
+    small_config(&c, -1);
+    const int B = 2, LA = 7, LB = 10, V = c.vocab_size, eod = 5;
+    c.eos_token_id = eod;
+    float *ref = xmalloc((size_t)LB * V * 4), *got = xmalloc((size_t)B * V * 4);
+    double diff_on = 0, diff_off = 0;
+    for (int reset = 1; reset >= 0; reset--) {
+        c.reset_state_at_eod = reset;
+        Model *m = model_create(&c, backend_cpu(), 0);
+        float *params = xmalloc(m->lay.total * 4);
+        params_init(&m->lay, params, 11);
+        model_set_params(m, params);
+        InferState *alone = infer_state_new(m, B), *stream = infer_state_new(m, B);
+        for (int t = 0; t < LB; t++) { // docB alone
+            int32_t tok[2] = {(int32_t)((t * 17 + 40) % V), (int32_t)((t * 3 + 9) % V)};
+            model_decode_step(m, alone, tok, NULL, got);
+            memcpy(ref + (size_t)t * V, got, (size_t)V * 4);
+        }
+        double worst = 0;
+        for (int t = 0; t < LA + 1 + LB; t++) { // docA, EOD, docB
+            int tb = t - LA - 1;
+            int32_t tok[2] = {t < LA ? (int32_t)((t * 29 + 11) % V) : t == LA ? eod : (int32_t)((tb * 17 + 40) % V),
+                              (int32_t)((t * 7 + 2) % V)};
+            model_decode_step(m, stream, tok, NULL, got);
+            if (tb >= 0)
+                for (int v = 0; v < V; v++) worst = fmax(worst, fabs(got[v] - ref[(size_t)tb * V + v]));
+        }
+        if (reset) diff_on = worst; else diff_off = worst;
+        infer_state_free(m, alone); infer_state_free(m, stream);
+        model_free(m);
+        free(params);
+    }
+    int ok = diff_on == 0 && diff_off > 1e-3;
+    printf("%s gdn decode with reset_state_at_eod: docB after \"docA EOD\" == docB alone: max |diff| %.3g (want 0); "
+           "with the key off %.3g (want > 1e-3)\n", ok ? "ok  " : "FAIL", diff_on, diff_off);
+    free(ref); free(got);
+    return ok ? 0 : 1;
+}
+
 int main(void) {
-    int fails = check_decode_step(-1) + check_decode_step(0);
-    fails += check(1, 20, 0, -1);   // all decode, shorter than a chunk
-    fails += check(1, 150, 70, -1); // prefill past one chunk boundary, then decode across the next
-    fails += check(2, 90, 64, -1);  // two sequences, prefill exactly one chunk
-    fails += check(2, 40, 1, -1);
-    fails += check(2, 300, 70, 0);  // hybrid: the KV cache grows from 256 rows mid-decode
-    fails += check(1, 40, 0, 0);    // hybrid, all decode
-    fails += check(2, 120, 50, 11); // hybrid with a window of 11
-    fails += check(2, 600, 30, 20); // window 20: the ring of 256 rows wraps twice
-    fails += check(1, 700, 280, 11); // a prefill longer than 256 with a window: the ring grows to 512, then wraps
+    int eod_fails = check_eod_reset();
+    int fails = eod_fails + check_decode_step(-1) + check_decode_step(0);
+    fails += check(1, 20, 0, -1, -1);   // all decode, shorter than a chunk
+    fails += check(1, 150, 70, -1, -1); // prefill past one chunk boundary, then decode across the next
+    fails += check(2, 90, 64, -1, -1);  // two sequences, prefill exactly one chunk
+    fails += check(2, 40, 1, -1, -1);
+    fails += check(2, 150, 70, -1, 5); // packed documents: EOD inside and at the end of the prefill, while decoding
+    fails += check(1, 40, 0, -1, 5);   // all decode, EODs at 3, 4 (an empty document) and T - 2
+    fails += check(2, 300, 70, 0, -1);  // hybrid: the KV cache grows from 256 rows mid-decode
+    fails += check(1, 40, 0, 0, -1);    // hybrid, all decode
+    fails += check(2, 120, 50, 11, -1); // hybrid with a window of 11
+    fails += check(2, 600, 30, 20, -1); // window 20: the ring of 256 rows wraps twice
+    fails += check(1, 700, 280, 11, -1); // a prefill longer than 256 with a window: the ring grows to 512, then wraps
     printf("%s\n", fails ? "FAIL" : "PASS");
     return fails ? 1 : 0;
 }

@@ -18,7 +18,8 @@ CFLAGS=(-std=gnu11 -O2 -g -I. -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-
 objs=()
 build() { # src obj compiler flags...
   local src=$1 obj=$2; shift 2
-  if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find cuda -newer "$obj" -name '*.cuh' 2>/dev/null)" ]; then
+  # any header newer than the object: model/backend.h's table layout is shared by every object
+  if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find cuda model cpu util tests/gpu -newer "$obj" \( -name '*.cuh' -o -name '*.h' \) 2>/dev/null | head -1)" ]; then
     echo "  compile $src"
     "$@" -c "$src" -o "$obj"
   fi

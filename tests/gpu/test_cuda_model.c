@@ -58,9 +58,12 @@ static void decode_run(const Backend *be, const Config *c, const float *params, 
 
 // CUDA decode vs the CPU (fp32 mode, teacher-forced: same inputs every step), the recorded graph vs the ops
 // run one by one (bit-identical logits and greedy tokens, bf16), argmax vs the host's argmax of the logits.
-static int check_decode(const Backend *cpu, const Backend *c32, const Backend *c16) {
+// eod >= 0: packed documents (reset_state_at_eod), EOD fed as the prefill's last token (sequence 0) and while
+// decoding, so both the prefill's state reset and the fused decode step's are compared with the CPU's.
+static int check_decode(const Backend *cpu, const Backend *c32, const Backend *c16, int B, int eod) {
     Config c;
     config_defaults(&c);
+    if (eod >= 0) c.reset_state_at_eod = 1, c.eos_token_id = eod;
     c.hidden_size = 128; c.num_layers = 4; c.num_heads = 2; c.num_v_heads = 4; c.head_dim = 64; c.v_head_dim = 64;
     c.ffn_hidden_size = 256; c.vocab_size = 3000; c.init_std = 0.1f;
     ModelDims d = config_dims(&c);
@@ -68,9 +71,15 @@ static int check_decode(const Backend *cpu, const Backend *c32, const Backend *c
     params_layout(&pl, &d);
     float *params = xmalloc(pl.total * 4);
     params_init(&pl, params, 21);
-    const int B = 2, P = 70, S = 24, T = P + S, V = c.vocab_size;
+    const int P = 70, S = 24, T = P + S, V = c.vocab_size;
     int32_t *ids = xmalloc((size_t)B * T * 4);
     for (int i = 0; i < B * T; i++) ids[i] = (int32_t)(urand() * V);
+    for (int b = 0; eod >= 0 && b < B; b++) {
+        for (int t = 0; t < T; t++)
+            if (ids[(size_t)b * T + t] == eod) ids[(size_t)b * T + t] = eod + 1;
+        ids[(size_t)b * T + (b == 0 ? P - 1 : P / 2)] = eod;       // a prefill ending in EOD; one inside it
+        ids[(size_t)b * T + P + 3 + b] = eod;                      // decoding
+    }
     size_t nl = (size_t)S * B * V;
     float *l_cpu = xmalloc(nl * 4), *l_32 = xmalloc(nl * 4), *l_g = xmalloc(nl * 4), *l_e = xmalloc(nl * 4);
     int32_t *t_cpu = xmalloc((size_t)S * B * 4), *t_32 = xmalloc((size_t)S * B * 4), *t_g = xmalloc((size_t)S * B * 4),
@@ -88,9 +97,9 @@ static int check_decode(const Backend *cpu, const Backend *c32, const Backend *c
         argmax_ok &= best == t_32[t];
     }
     int fails = 0, ok = df / mx <= 1e-5 && argmax_ok;
-    printf("%s decode B=%d, prefill %d + %d steps: CUDA fp32 vs CPU logits max rel %.2e (tol 1e-5); device argmax == "
-           "host argmax: %s\n",
-           ok ? "PASS" : "FAIL", B, P, S, df / mx, argmax_ok ? "yes" : "NO");
+    printf("%s decode B=%d%s, prefill %d + %d steps: CUDA fp32 vs CPU logits max rel %.2e (tol 1e-5); device argmax "
+           "== host argmax: %s\n",
+           ok ? "PASS" : "FAIL", B, eod >= 0 ? " packed documents" : "", P, S, df / mx, argmax_ok ? "yes" : "NO");
     fails += !ok;
     // greedy (each step feeds the previous argmax, kept on the device): the same tokens on CPU and CUDA (fp32)
     decode_run(cpu, &c, params, ids, B, P, S, 1, l_cpu, t_cpu);
@@ -180,7 +189,8 @@ int main(void) {
         params_layout_free(&pl);
         free(params); free(g_cpu); free(g_32); free(g_16); free(g_16b); free(ids); free(tgt);
     }
-    fails += check_decode(cpu, c32, c16);
+    fails += check_decode(cpu, c32, c16, 2, -1); // the GEMV (M <= 4)
+    fails += check_decode(cpu, c32, c16, 6, 7);  // packed documents; M = 6: the unfused ops behind the fused ones
     printf("%s: %d failed\n", fails ? "FAIL" : "PASS", fails);
     return fails ? 1 : 0;
 }

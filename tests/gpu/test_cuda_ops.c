@@ -151,6 +151,26 @@ static void build_cases(int quick) {
     cases_clip_scale(&g, 2.25f, 1.0f);   // norm 1.5 > 1: scale 1 / (1.5 + 1e-6)
     cases_clip_scale(&g, 0.25f, 1.0f);   // norm 0.5: no clipping
     cases_clip_scale(&g, 3.7e7f, 0.3f);  // a large norm
+    // decoding's fused ops and small-M GEMMs (the GEMV kernel; appended, as above)
+    cases_gdn_decode(&g, 1, 4, 8, 64, 64, 4, 0, 0);   // the 300M's heads, batch 1
+    cases_gdn_decode(&g, 16, 4, 8, 64, 64, 4, 0, 1);  // batch 16, some sequences fed EOD
+    cases_gdn_decode(&g, 3, 2, 4, 32, 48, 4, 3, 1);   // GVA 2, dv not a multiple of 32, strides
+    cases_gdn_decode(&g, 2, 1, 4, 128, 64, 4, 0, 0);  // dk = 128, four v heads per q/k head (two column slices)
+    cases_gdn_decode(&g, 2, 2, 2, 16, 16, 6, 1, 1);   // G = 1, K = 6
+    cases_matmul(&g, 1, 300, 1000, 0, 0, 0);          // M = 1: the GEMV
+    cases_matmul(&g, 3, 70, 96, 3, 1, 0);             // M = 3 (a 4-row tile), strides, accumulate
+    cases_matmul(&g, 4, 40, 36, 0, 0, 0);             // K % 8 != 0: scalar weight loads
+    cases_rmsnorm_matmul(&g, 1, 1552, 1024, 1, 0);    // the 300M's in_proj at batch 1
+    cases_rmsnorm_matmul(&g, 4, 200, 1024, 1, 2);     // batch 4, strided y
+    cases_rmsnorm_matmul(&g, 3, 64, 40, 0, 0);        // no residual (block 0)
+    cases_rmsnorm_matmul(&g, 16, 64, 48, 1, 0);       // batch 16: the unfused ops (cuBLASLt)
+    cases_swiglu_matmul(&g, 1, 1024, 4096, 0);        // the 300M's down_proj at batch 1
+    cases_swiglu_matmul(&g, 16, 96, 4096, 1);         // batch 16: the unfused ops
+    cases_swiglu_matmul(&g, 3, 50, 8192, 0);          // the 1B's down: 2-row tiles (64 KB), the second half full
+    cases_swiglu_matmul(&g, 2, 50, 8200, 0);          // K > 8192: the unfused ops
+    cases_gdn_decode(&g, 2, 1, 16, 16, 128, 4, 2, 1); // G*dv = 2048 past the kernel's limit: the unfused ops
+    cases_state_reset(&g, 5, 9, 300);                 // prefill rows ending in EOD: a conv state's size
+    cases_state_reset(&g, 4, 1, 70000);               // decode, rows longer than one block's span
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)

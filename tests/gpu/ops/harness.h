@@ -144,3 +144,8 @@ void cases_clip_scale(Rng *g, float sumsq, float max_norm);
 // adamw_multi vs adamw per run on one backend (bf16: its bf16 mode), bit for bit; prints and counts its checks
 void check_adamw_multi_per_run(const Backend *be, int bf16);
 void cases_sum(Rng *g, int n);
+// decode: the fused GDN token mixer (eods: some sequences fed EOD), the GEMMs with the norm / SwiGLU fused in
+void cases_gdn_decode(Rng *g, int B, int H, int HV, int dk, int dv, int K, int pad, int eods);
+void cases_rmsnorm_matmul(Rng *g, int M, int N, int K, int resid, int pad);
+void cases_swiglu_matmul(Rng *g, int M, int N, int K, int pad);
+void cases_state_reset(Rng *g, int B, int T, int row); // state_reset_at_eod (packed documents across calls)

@@ -1,0 +1,194 @@
+// gemv.cu: GEMMs with few rows (decoding: M = B <= GEMV_MAX_M), y[M, N] = x'[M, K] . W[N, K]^T, where x' is x itself
+// (matmul_fwd), the RMSNorm of x + resid (rmsnorm_matmul_fwd) or swiglu of gu (swiglu_matmul_fwd).
+//
+// Why: at M = 1 a decode step is ~150 dependent kernels, each a few microseconds of launch and drain, while
+// the weights are read in ~0.13 ms (notes/PERF.md, v0.3). A GEMM at M = 1 is a weight read: one warp per output
+// row of W reads it with 16-byte loads and dots it with the M input rows, fp32 accumulation, a fixed lane order
+// and warp_sum (deterministic). The input rows (K values each) are staged in shared memory as fp32 by every
+// block, which is where the norm or SwiGLU before the GEMM fuses in: a block recomputes the norm of its rows
+// (K = h values, a few microseconds of L2 reads less than the kernel it saves) and block 0 writes s_out.
+// Roundings as the unfused ops: the staged row is rounded to act (rmsnorm_fwd's and swiglu_fwd's stored
+// outputs), y once from the fp32 sum (+ y with accumulate, as cuBLASLt's beta = 1). Larger M: the unfused ops
+// (cuBLASLt).
+#include "cuda/common.cuh"
+
+// GEMV_MAX_M: each 16-byte weight load is dotted with M staged rows read from shared memory (M x 32 bytes per lane);
+// past ~4 rows those reads, not the weights, bound the kernel (~8x the weight bytes at M = 4 against shared memory's
+// ~6x HBM's bandwidth), so larger M goes to cuBLASLt
+enum { GEMV_MAX_M = 4, GEMV_WARPS = 8, GEMV_SMEM = 64 * 1024 }; // staged rows: at most 64 KB per block
+enum GemvIn { GV_PLAIN = 0, GV_RMSNORM = 1, GV_SWIGLU = 2 };
+
+struct GemvArgs {
+    void *y;
+    void *s_out;
+    const void *x, *resid, *W;
+    const float *nw;
+    int ldy, ldx, M, N, K, accumulate, mode;
+    float eps;
+};
+
+// rows [m0, m0 + MT) of x' into xs [MT][K] (rows past M: zeros)
+template <typename T, int MT> __device__ void gemv_stage(const GemvArgs &a, float *xs, int m0) {
+    const T *x = (const T *)a.x, *resid = (const T *)a.resid;
+    for (int mm = 0; mm < MT; mm++) {
+        const int m = m0 + mm;
+        float *row = xs + (size_t)mm * a.K;
+        if (m >= a.M) {
+            for (int k = threadIdx.x; k < a.K; k += blockDim.x) row[k] = 0.0f;
+            continue;
+        }
+        if (a.mode == GV_PLAIN) {
+            for (int k = threadIdx.x; k < a.K; k += blockDim.x) row[k] = to_f(x[(size_t)m * a.ldx + k]);
+        } else if (a.mode == GV_SWIGLU) { // x = gu [M, 2K]
+            for (int k = threadIdx.x; k < a.K; k += blockDim.x) {
+                const float g = to_f(x[(size_t)m * 2 * a.K + k]), u = to_f(x[(size_t)m * 2 * a.K + a.K + k]);
+                row[k] = rnd<T>(g * sigmoid_f(g) * u);
+            }
+        } else { // RMSNorm of s = x + resid from the fp32 s (rmsnorm_fwd's formula)
+            float ss = 0.0f;
+            for (int k = threadIdx.x; k < a.K; k += blockDim.x) {
+                float s = to_f(x[(size_t)m * a.K + k]);
+                if (resid) s += to_f(resid[(size_t)m * a.K + k]);
+                row[k] = s;
+                ss += s * s;
+                if (a.s_out && blockIdx.x == 0) ((T *)a.s_out)[(size_t)m * a.K + k] = from_f<T>(s);
+            }
+            const float rs = 1.0f / sqrtf(block_sum(ss) / (float)a.K + a.eps);
+            for (int k = threadIdx.x; k < a.K; k += blockDim.x) row[k] = rnd<T>(row[k] * rs * a.nw[k]);
+        }
+    }
+}
+
+// grid (min(ceil(N / 8), 4 SMs), ceil(M / MT)), 8 warps; warp w of block x owns output rows n = 8x + w, then
+// + 8 gridDim.x. VEC: W rows in 16-byte vectors (K a multiple of 16 / sizeof(T), W 16-byte aligned).
+template <typename T, int MT, bool VEC> __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_kernel(GemvArgs a) {
+    CU_DYN_SMEM(float, xs);
+    const int m0 = blockIdx.y * MT, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    gemv_stage<T, MT>(a, xs, m0);
+    __syncthreads();
+    constexpr int V = VEC ? 16 / (int)sizeof(T) : 1;
+    const T *W = (const T *)a.W;
+    for (int n = blockIdx.x * GEMV_WARPS + warp; n < a.N; n += gridDim.x * GEMV_WARPS) {
+        const T *wr = W + (size_t)n * a.K;
+        float acc[MT];
+#pragma unroll
+        for (int mm = 0; mm < MT; mm++) acc[mm] = 0.0f;
+#pragma unroll 4
+        for (int k = lane * V; k < a.K; k += 32 * V) {
+            float w[V];
+            load_vec<T, V>(w, wr + k);
+#pragma unroll
+            for (int mm = 0; mm < MT; mm++) {
+                const float *xr = xs + (size_t)mm * a.K + k;
+#pragma unroll
+                for (int v = 0; v < V; v++) acc[mm] += w[v] * xr[v];
+            }
+        }
+#pragma unroll
+        for (int mm = 0; mm < MT; mm++) acc[mm] = warp_sum(acc[mm]);
+        if (lane == 0)
+            for (int mm = 0; mm < MT && m0 + mm < a.M; mm++) {
+                T *yp = (T *)a.y + (size_t)(m0 + mm) * a.ldy + n;
+                *yp = from_f<T>(a.accumulate ? acc[mm] + to_f(*yp) : acc[mm]);
+            }
+    }
+}
+
+template <typename T, int MT> static void gemv_launch_mt(const GemvArgs &a, bool vec) {
+    const size_t smem = (size_t)MT * a.K * sizeof(float);
+    unsigned gx = cu_blocks((size_t)a.N, GEMV_WARPS), cap = 4u * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
+    const dim3 grid(gx < cap ? gx : cap, (unsigned)((a.M + MT - 1) / MT));
+    if (vec) cu_launch("gemv", gemv_kernel<T, MT, true>, grid, dim3(32 * GEMV_WARPS), smem, a);
+    else cu_launch("gemv", gemv_kernel<T, MT, false>, grid, dim3(32 * GEMV_WARPS), smem, a);
+}
+
+// Whether the GEMV takes this shape: few rows, and their staged inputs fit in shared memory (at least 2 rows).
+static bool gemv_fits(int M, int K) { return M >= 1 && M <= GEMV_MAX_M && (size_t)2 * K * sizeof(float) <= GEMV_SMEM; }
+
+template <typename T> static void gemv_launch(const GemvArgs &a) {
+    const bool vec = a.K % (16 / (int)sizeof(T)) == 0 && cu_aligned16(a.W);
+    int rows = GEMV_SMEM / (a.K * (int)sizeof(float)); // rows that fit, >= 2 (gemv_fits)
+    int mt = 1;
+    while (mt < a.M && mt * 2 <= rows) mt *= 2;
+    switch (mt) {
+    case 1: gemv_launch_mt<T, 1>(a, vec); break;
+    case 2: gemv_launch_mt<T, 2>(a, vec); break;
+    case 4: gemv_launch_mt<T, 4>(a, vec); break;
+    default: gemv_launch_mt<T, 4>(a, vec);
+    }
+}
+
+// ---- the ops. The unfused forms for larger M: the table's own ops, kept when registering.
+template <typename T> struct Unfused {
+    static void (*matmul_fwd)(void *, int, const void *, int, const void *, int, int, int, int);
+    static void (*rmsnorm_fwd)(void *, float *, void *, const void *, const void *, const float *, int, int, float);
+    static void (*swiglu_fwd)(void *, const void *, int, int);
+};
+template <typename T> void (*Unfused<T>::matmul_fwd)(void *, int, const void *, int, const void *, int, int, int, int);
+template <typename T>
+void (*Unfused<T>::rmsnorm_fwd)(void *, float *, void *, const void *, const void *, const float *, int, int, float);
+template <typename T> void (*Unfused<T>::swiglu_fwd)(void *, const void *, int, int);
+
+template <typename T>
+static void cu_matmul_fwd_small(void *y, int ldy, const void *x, int ldx, const void *W, int M, int N, int K,
+                                int accumulate) {
+    if (!gemv_fits(M, K) || N <= 0 || !y || !x || !W || ldx < K || ldy < N) { // cuBLASLt, and its checks
+        Unfused<T>::matmul_fwd(y, ldy, x, ldx, W, M, N, K, accumulate);
+        return;
+    }
+    GemvArgs a = {y, nullptr, x, nullptr, W, nullptr, ldy, ldx, M, N, K, accumulate, GV_PLAIN, 0.0f};
+    gemv_launch<T>(a);
+}
+
+template <typename T>
+static void cu_rmsnorm_matmul_fwd(void *y, int ldy, void *s_out, const void *x, const void *resid, const float *nw,
+                                  const void *W, int M, int N, int K, float eps) {
+    CU_REQUIRE(y && x && nw && W, "rmsnorm_matmul_fwd", "NULL pointer (y, x, nw, W)");
+    CU_REQUIRE(M >= 0 && N >= 0 && K > 0 && ldy >= N, "rmsnorm_matmul_fwd", "bad shape M=%d N=%d K=%d ldy=%d", M, N,
+               K, ldy);
+    CU_REQUIRE(!s_out || (s_out != x && s_out != resid), "rmsnorm_matmul_fwd",
+               "s_out may not alias x or resid (other blocks still read them)");
+    if (M == 0 || N == 0) return;
+    if (!gemv_fits(M, K)) {
+        T *xn = (T *)cu_scratch((size_t)M * K * sizeof(T), "rmsnorm_matmul_fwd");
+        float *rstd = (float *)cu_scratch((size_t)M * sizeof(float), "rmsnorm_matmul_fwd");
+        Unfused<T>::rmsnorm_fwd(xn, rstd, s_out, x, resid, nw, M, K, eps);
+        Unfused<T>::matmul_fwd(y, ldy, xn, K, W, M, N, K, 0);
+        cu_scratch_free(rstd);
+        cu_scratch_free(xn);
+        return;
+    }
+    GemvArgs a = {y, s_out, x, resid, W, nw, ldy, K, M, N, K, 0, GV_RMSNORM, eps};
+    gemv_launch<T>(a);
+}
+
+template <typename T>
+static void cu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W, int M, int N, int K) {
+    CU_REQUIRE(y && gu && W, "swiglu_matmul_fwd", "NULL pointer (y, gu, W)");
+    CU_REQUIRE(M >= 0 && N >= 0 && K > 0 && ldy >= N, "swiglu_matmul_fwd", "bad shape M=%d N=%d K=%d ldy=%d", M, N, K,
+               ldy);
+    if (M == 0 || N == 0) return;
+    if (!gemv_fits(M, K)) {
+        T *h = (T *)cu_scratch((size_t)M * K * sizeof(T), "swiglu_matmul_fwd");
+        Unfused<T>::swiglu_fwd(h, gu, M, K);
+        Unfused<T>::matmul_fwd(y, ldy, h, K, W, M, N, K, 0);
+        cu_scratch_free(h);
+        return;
+    }
+    GemvArgs a = {y, nullptr, gu, nullptr, W, nullptr, ldy, 2 * K, M, N, K, 0, GV_SWIGLU, 0.0f};
+    gemv_launch<T>(a);
+}
+
+template <typename T> static void register_gemv_t(Backend *b) {
+    Unfused<T>::matmul_fwd = b->matmul_fwd;
+    Unfused<T>::rmsnorm_fwd = b->rmsnorm_fwd;
+    Unfused<T>::swiglu_fwd = b->swiglu_fwd;
+    b->matmul_fwd = cu_matmul_fwd_small<T>;
+    b->rmsnorm_matmul_fwd = cu_rmsnorm_matmul_fwd<T>;
+    b->swiglu_matmul_fwd = cu_swiglu_matmul_fwd<T>;
+}
+
+void cu_register_gemv(Backend *b, int use_bf16) {
+    if (use_bf16) register_gemv_t<bf16>(b);
+    else register_gemv_t<float>(b);
+}

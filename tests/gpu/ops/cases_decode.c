@@ -1,0 +1,97 @@
+// cases_decode.c: test_cuda_ops' cases for the ops fused for decoding (backend.h): the GDN token mixer
+// (gdn_decode_fwd: conv step, L2 norms, gates, delta-rule step, gated RMSNorm, and the reset of both states after
+// an EOD token), and the small-M GEMMs with the RMSNorm or SwiGLU before them (rmsnorm_matmul_fwd,
+// swiglu_matmul_fwd; matmul_fwd at M <= 4 takes the same GEMV kernel: cases_matmul with small M), and the
+// reset of a state whose row ended in EOD across forward calls (state_reset_at_eod).
+#include <math.h>
+#include <stdlib.h>
+
+#include "tests/gpu/ops/harness.h"
+
+static const Tol B16_DECODE = {3e-2f, "bf16 roundings of the conv output, q, k and o (where the unfused graph stores "
+                                      "them), <= 2^-8 each, through the norms and the state update"};
+static const Tol B16_NORM_GEMM = {1e-2f, "the normed (or SwiGLU) row rounded to bf16 before the GEMM, as the unfused "
+                                         "op stores it, <= 2^-8 per term, plus one bf16 rounding of the output"};
+
+static void run_gdn_decode(const Backend *be, void **p, const Case *c) {
+    // P, conv_w, A_log, dt_bias, norm_w, ids, conv_state, S, y;  i: B H HV dk dv K ldp ldy eod;  f: eps
+    const int *I = c->i;
+    be->gdn_decode_fwd(p[8], I[7], p[0], I[6], p[1], p[6], p[7], p[2], p[3], p[4], p[5], I[8], I[0], I[1], I[2],
+                       I[3], I[4], I[5], c->f[0]);
+}
+
+void cases_gdn_decode(Rng *g, int B, int H, int HV, int dk, int dv, int K, int pad, int eods) {
+    const int Kd = H * dk, Vd = HV * dv, Dc = 2 * Kd + Vd, Dp = Dc + Vd + 2 * HV, ldp = Dp + pad, ldy = Vd + 2 * pad;
+    Case *c = new_case("gdn_decode_fwd", run_gdn_decode, "B=%d H=%d HV=%d dk=%d dv=%d K=%d ld+%d%s", B, H, HV, dk, dv,
+                       K, pad, eods ? " eod" : "");
+    int *I = c->i;
+    I[0] = B, I[1] = H, I[2] = HV, I[3] = dk, I[4] = dv, I[5] = K, I[6] = ldp, I[7] = ldy, I[8] = 7;
+    c->f[0] = 1e-6f;
+    Tensor *P = add_in(c, "P", K_ACT, B, Dp, ldp);
+    fill_normal(P, g, 0, 1);
+    fill_normal(add_in(c, "conv_w", K_F32, Dc, K, 0), g, 0, 0.4f);
+    Tensor *Al = add_in(c, "A_log", K_F32, 1, HV, 0), *dt = add_in(c, "dt_bias", K_F32, 1, HV, 0);
+    for (int j = 0; j < HV; j++) Al->init[j] = logf(rng_uniform(g, 1, 16)), dt->init[j] = rng_uniform(g, -6.9f, -2.25f);
+    dt->init[0] = 21.0f; // softplus's linear branch
+    fill_normal(add_in(c, "norm_w", K_F32, 1, dv, 0), g, 1, 0.1f);
+    Tensor *ids = add_in(c, "ids", K_I32, B, 1, 1);
+    for (int b = 0; b < B; b++) ids->init_i[b] = eods && b % 3 == 1 ? 7 : 100 + b; // eod = 7
+    if (!eods) ids->is_null = 1;
+    fill_normal(add_t(c, "conv_state", K_F32, R_ACC, (size_t)B * Dc, K - 1 > 0 ? K - 1 : 1, 0, F32_EXACT, B16_EXACT),
+                g, 0, 1);
+    fill_normal(add_t(c, "S", K_F32, R_ACC, (size_t)B * HV, (size_t)dk * dv, 0, F32_ORDER, B16_DELTA_F32), g, 0, 0.3f);
+    add_t(c, "y", K_ACT, R_OUT, B, Vd, ldy, F32_ORDER, B16_DECODE);
+}
+
+static void run_state_reset(const Backend *be, void **p, const Case *c) {
+    // ids, state;  i: B T row eod
+    be->state_reset_at_eod(p[1], (size_t)c->i[2], p[0], c->i[0], c->i[1], c->i[3]);
+}
+
+// rows whose last token is EOD (every third, from the second) become zeros, the others keep their values; EODs
+// elsewhere in a row (its first token) change nothing
+void cases_state_reset(Rng *g, int B, int T, int row) {
+    Case *c = new_case("state_reset_at_eod", run_state_reset, "B=%d T=%d row=%d", B, T, row);
+    c->i[0] = B, c->i[1] = T, c->i[2] = row, c->i[3] = 7;
+    Tensor *ids = add_in(c, "ids", K_I32, (size_t)B * T, 1, 1);
+    for (int i = 0; i < B * T; i++) ids->init_i[i] = 100 + i % 50;
+    for (int b = 0; b < B; b++) {
+        if (b % 3 == 1) ids->init_i[(size_t)b * T + T - 1] = 7;
+        if (b % 3 == 0) ids->init_i[(size_t)b * T] = 7;
+    }
+    fill_normal(add_t(c, "state", K_F32, R_ACC, B, row, 0, F32_EXACT, B16_EXACT), g, 0, 1);
+}
+
+static void run_rmsnorm_matmul(const Backend *be, void **p, const Case *c) {
+    // x, resid, nw, W, y, s_out;  i: M N K ldy;  f: eps
+    be->rmsnorm_matmul_fwd(p[4], c->i[3], p[5], p[0], p[1], p[2], p[3], c->i[0], c->i[1], c->i[2], c->f[0]);
+}
+
+void cases_rmsnorm_matmul(Rng *g, int M, int N, int K, int resid, int pad) {
+    Case *c = new_case("rmsnorm_matmul_fwd", run_rmsnorm_matmul, "M=%d N=%d K=%d%s ld+%d", M, N, K,
+                       resid ? " resid" : "", pad);
+    c->i[0] = M, c->i[1] = N, c->i[2] = K, c->i[3] = N + pad;
+    c->f[0] = 1e-6f;
+    fill_normal(add_in(c, "x", K_ACT, M, K, 0), g, 0, 1);
+    Tensor *r = add_in(c, "resid", K_ACT, M, K, 0);
+    fill_normal(r, g, 0, 1);
+    if (!resid) r->is_null = 1;
+    fill_normal(add_in(c, "nw", K_F32, 1, K, 0), g, 1, 0.1f);
+    fill_normal(add_in(c, "W", K_ACT, N, K, 0), g, 0, 0.05f);
+    add_t(c, "y", K_ACT, R_OUT, M, N, N + pad, F32_GEMM, B16_NORM_GEMM);
+    Tensor *s = add_t(c, "s_out", K_ACT, R_OUT, M, K, 0, F32_EXACT, B16_STORE);
+    if (!resid) s->is_null = 1;
+}
+
+static void run_swiglu_matmul(const Backend *be, void **p, const Case *c) {
+    // gu, W, y;  i: M N K ldy
+    be->swiglu_matmul_fwd(p[2], c->i[3], p[0], p[1], c->i[0], c->i[1], c->i[2]);
+}
+
+void cases_swiglu_matmul(Rng *g, int M, int N, int K, int pad) {
+    Case *c = new_case("swiglu_matmul_fwd", run_swiglu_matmul, "M=%d N=%d K=%d ld+%d", M, N, K, pad);
+    c->i[0] = M, c->i[1] = N, c->i[2] = K, c->i[3] = N + pad;
+    fill_normal(add_in(c, "gu", K_ACT, M, 2 * K, 0), g, 0, 2);
+    fill_normal(add_in(c, "W", K_ACT, N, K, 0), g, 0, 0.05f);
+    add_t(c, "y", K_ACT, R_OUT, M, N, N + pad, F32_GEMM, B16_NORM_GEMM);
+}
