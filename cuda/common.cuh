@@ -208,7 +208,8 @@ __device__ __forceinline__ float block_max(float v) {
 // V consecutive act values <-> fp32. V*sizeof(T) == 16 uses one 16-byte access (caller checks
 // alignment on the host); V == 1 is the scalar fallback.
 // The V = 16 / sizeof(T) act values of one 16-byte word already loaded (loads issued ahead of their use).
-template <typename T, int V> __device__ __forceinline__ void unpack_vec(float (&out)[V], const uint4 &raw) {
+// (raw by value: a reference to global memory would let the compiler read the values one by one.)
+template <typename T, int V> __device__ __forceinline__ void unpack_vec(float (&out)[V], const uint4 raw) {
     static_assert(V * sizeof(T) == 16, "16-byte vectors only");
     const T *t = reinterpret_cast<const T *>(&raw);
 #pragma unroll
@@ -216,7 +217,10 @@ template <typename T, int V> __device__ __forceinline__ void unpack_vec(float (&
 }
 template <typename T, int V> __device__ __forceinline__ void load_vec(float (&out)[V], const T *p) {
     if constexpr (V == 1) out[0] = to_f(p[0]);
-    else unpack_vec<T, V>(out, *reinterpret_cast<const uint4 *>(p));
+    else {
+        const uint4 raw = *reinterpret_cast<const uint4 *>(p); // one 16-byte load
+        unpack_vec<T, V>(out, raw);
+    }
 }
 template <typename T, int V> __device__ __forceinline__ void store_vec(T *p, const float (&in)[V]) {
     if constexpr (V == 1) {
