@@ -303,12 +303,98 @@ __global__ void logits_stats_kernel(int32_t *argmax, float *logprob, const float
     logprob[r] = l[t] - (M + logf(S));
 }
 
+// Few rows (decoding: B rows of 128k logits): a row over one block reads its 128k values ~125 at a time per
+// thread and took 52 us at B = 1 on the H200. Split: block (s, r) takes the columns [V s / S, V (s+1) / S) of
+// row r with the same per-thread update, loads issued STATS_UNROLL at a time, and writes its (max, first index
+// of the max, sum of exp relative to its max); logits_stats_finish combines the S partials of a row in slice
+// order. The argmax is the same as the one-block kernel's (max and lowest index do not depend on the order);
+// the log-probability's sum is taken in another order. Without logprob no exp is computed.
+enum { STATS_SPLIT_THREADS = 256, STATS_UNROLL = 4, STATS_MIN_COLS = 2048 };
+__global__ void logits_stats_part_kernel(float *pmax, int32_t *pidx, float *psum, const float *logits, int V,
+                                         int want_sum) {
+    const int s = blockIdx.x, S = gridDim.x, r = blockIdx.y, step = blockDim.x;
+    const int c0 = (int)((long)V * s / S), c1 = (int)((long)V * (s + 1) / S);
+    const float *l = logits + (size_t)r * V;
+    float mx = -INFINITY, se = 0.0f;
+    int best = V;
+    for (int c = c0 + threadIdx.x; c < c1; c += STATS_UNROLL * step) {
+        float x[STATS_UNROLL];
+#pragma unroll
+        for (int u = 0; u < STATS_UNROLL; u++) x[u] = c + u * step < c1 ? l[c + u * step] : -INFINITY;
+#pragma unroll
+        for (int u = 0; u < STATS_UNROLL; u++) {
+            if (c + u * step >= c1) break;
+            if (x[u] > mx) {
+                if (want_sum) se = se * expf(mx - x[u]) + 1.0f;
+                mx = x[u];
+                best = c + u * step;
+            } else if (want_sum && x[u] != -INFINITY) {
+                se += expf(x[u] - mx);
+            }
+        }
+    }
+    const float M = block_max(mx);
+    __shared__ int idx[STATS_SPLIT_THREADS / 32];
+    int cand = mx == M ? best : V;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) cand = min(cand, __shfl_xor_sync(0xffffffffu, cand, o));
+    if ((threadIdx.x & 31) == 0) idx[threadIdx.x >> 5] = cand;
+    const float Ssum = want_sum ? block_sum(mx == -INFINITY ? 0.0f : se * expf(mx - M)) : 0.0f;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    int b = idx[0];
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) b = min(b, idx[w]);
+    const size_t o = (size_t)r * S + s;
+    pmax[o] = M, pidx[o] = b, psum[o] = Ssum;
+}
+__global__ void logits_stats_finish_kernel(int32_t *argmax, float *logprob, const float *pmax, const int32_t *pidx,
+                                           const float *psum, int S, const float *logits, const int32_t *targets,
+                                           int rows, int V, CuDevError *err) {
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const float *pm = pmax + (size_t)r * S, *ps = psum + (size_t)r * S;
+    const int32_t *pi = pidx + (size_t)r * S;
+    float M = -INFINITY;
+    for (int s = 0; s < S; s++) M = fmaxf(M, pm[s]);
+    int b = V;
+    for (int s = 0; s < S; s++)
+        if (pm[s] == M) b = min(b, pi[s]);
+    argmax[r] = b < V ? b : 0; // all NaN or -inf: 0, as the CPU twin
+    if (!logprob) return;
+    float Ssum = 0.0f;
+    for (int s = 0; s < S; s++) Ssum += pm[s] == -INFINITY ? 0.0f : ps[s] * expf(pm[s] - M);
+    const int t = targets[r];
+    if (t < 0 || t >= V) {
+        dev_report(err, CU_ERR_TARGET_ID, r, t, V);
+        logprob[r] = NAN;
+        return;
+    }
+    logprob[r] = logits[(size_t)r * V + t] - (M + logf(Ssum));
+}
+
 static void cu_logits_stats(int32_t *argmax, float *logprob, const float *logits, const int32_t *targets, int rows,
                             int V) {
     CU_REQUIRE(argmax && logits && (!logprob || targets), "logits_stats", "NULL pointer (argmax, logits, targets)");
     CU_REQUIRE(rows >= 0 && V > 0, "logits_stats", "bad shape rows=%d V=%d", rows, V);
-    cu_launch("logits_stats", logits_stats_kernel, dim3((unsigned)rows), dim3(STATS_THREADS), 0, argmax, logprob, logits,
-              targets, V, g_cu.err_dev);
+    if (rows == 0) return;
+    // slices per row: enough blocks for ~2 per multiprocessor, each at least STATS_MIN_COLS columns
+    const int sms = g_cu.sm_count > 0 ? g_cu.sm_count : 1;
+    int S = rows < sms ? (2 * sms + rows - 1) / rows : 1;
+    if (S > V / STATS_MIN_COLS) S = V / STATS_MIN_COLS;
+    if (S <= 1) {
+        cu_launch("logits_stats", logits_stats_kernel, dim3((unsigned)rows), dim3(STATS_THREADS), 0, argmax, logprob,
+                  logits, targets, V, g_cu.err_dev);
+        return;
+    }
+    const size_t np = (size_t)rows * S;
+    float *pmax = (float *)cu_scratch(np * (2 * sizeof(float) + sizeof(int32_t)), "logits_stats");
+    float *psum = pmax + np;
+    int32_t *pidx = (int32_t *)(psum + np);
+    cu_launch("logits_stats slices", logits_stats_part_kernel, dim3((unsigned)S, (unsigned)rows),
+              dim3(STATS_SPLIT_THREADS), 0, pmax, pidx, psum, logits, V, logprob ? 1 : 0);
+    cu_launch("logits_stats finish", logits_stats_finish_kernel, dim3(cu_blocks(rows, 64)), dim3(64), 0, argmax,
+              logprob, pmax, pidx, psum, S, logits, targets, rows, V, g_cu.err_dev);
+    cu_scratch_free(pmax);
 }
 
 void cu_register_lmhead(Backend *b, int use_bf16) {

@@ -151,6 +151,9 @@ static void build_cases(int quick) {
     cases_clip_scale(&g, 2.25f, 1.0f);   // norm 1.5 > 1: scale 1 / (1.5 + 1e-6)
     cases_clip_scale(&g, 0.25f, 1.0f);   // norm 0.5: no clipping
     cases_clip_scale(&g, 3.7e7f, 0.3f);  // a large norm
+    // logits_stats over few rows: each row split over several blocks (decoding's argmax), with and without logprob
+    cases_logits_stats(&g, 3, 20000, 1, 0);
+    cases_logits_stats(&g, 2, 9000, 0, 0);
     // decoding's fused ops and small-M GEMMs (the GEMV kernel; appended, as above)
     cases_gdn_decode(&g, 1, 4, 8, 64, 64, 4, 0, 0);   // the 300M's heads, batch 1
     cases_gdn_decode(&g, 16, 4, 8, 64, 64, 4, 0, 1);  // batch 16, some sequences fed EOD
