@@ -41,6 +41,15 @@ assert abs(wall - step) <= 0.05 * step + 0.1, (wall, step)
 assert 0.95 * wall <= total <= wall, (total, wall)   # CPU: the ops are the step, host glue aside
 gap = float(re.search(r'^  gap \(launch gaps, host time\) +(-?[\d.]+)', prof, re.M).group(1))
 assert abs(wall - total - gap) <= 2e-3, (wall, total, gap)
+# the GEMM-rate line: the config's gate|up shape [B*T x h] . [2F x h]^T, a positive rate, the step's share of it
+cfg = dict(re.findall(r'^(\w+):\s*(\S+)', open('configs/tiny.yaml').read(), re.M))
+for out in (plain, prof):
+    g = re.search(r'^bench: GEMM rate ([\d.]+) ([TG])FLOP/s \(cpu, \[(\d+) x (\d+)\] \. \[(\d+) x (\d+)\]\^T, '
+                  r'random data\); the step.s GDN-count rate is ([\d.]+)% of it$', out, re.M)
+    assert g, out
+    M, K, Nn, K2 = map(int, g.group(3, 4, 5, 6))
+    assert (M, K, Nn, K2) == (2 * 64, int(cfg['hidden_size']), 2 * int(cfg['ffn_hidden_size']), int(cfg['hidden_size'])), g.groups()
+    assert float(g.group(1)) > 0 and 0 < float(g.group(7)) <= 100, g.groups()
 times = [ms for _, ms in rows.values()]
 assert times == sorted(times, reverse=True), 'rows not sorted by time'
 print(f'profile: {len(rows)} rows ({len(ops)} ops), sum {total:.1f} of {wall:.1f} ms/step; loss and grad norm '

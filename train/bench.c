@@ -11,11 +11,43 @@
 #include "../util/common.h"
 #include "train.h"
 
+// The backend's GEMM rate on the step's largest projection shape, gate|up: y [M, 2F] = x [M, h] . W [2F, h]^T with
+// M = micro_batch x seq, random act data (zeros would draw less power and run faster), one warm-up call, then reps
+// calls timed together. It is the ceiling the step's GEMMs run against: MFU against it says how far the whole
+// step is from doing nothing but GEMMs at this backend's rate.
+static double gemm_rate(const Backend *be, int M, int N, int K, int reps) {
+    const size_t nx = (size_t)M * K, nw = (size_t)N * K, nmax = nx > nw ? nx : nw;
+    float *h = xmalloc(nmax * sizeof(float));
+    float *stage = be->alloc(nmax * sizeof(float));
+    void *x = be->alloc(nx * (size_t)be->act_bytes), *W = be->alloc(nw * (size_t)be->act_bytes);
+    void *y = be->alloc((size_t)M * N * (size_t)be->act_bytes);
+    uint64_t r = 12345;
+    for (int t = 0; t < 2; t++) {
+        const size_t n = t ? nw : nx;
+        for (size_t i = 0; i < n; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            h[i] = (float)((double)(r >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+        }
+        be->memcpy_h2d(stage, h, n * sizeof(float));
+        be->to_act(t ? W : x, stage, n);
+    }
+    be->matmul_fwd(y, N, x, K, W, M, N, K, 0);
+    be->sync();
+    const double t0 = now_sec();
+    for (int i = 0; i < reps; i++) be->matmul_fwd(y, N, x, K, W, M, N, K, 0);
+    be->sync();
+    const double dt = (now_sec() - t0) / reps;
+    be->free(y), be->free(W), be->free(x), be->free(stage);
+    free(h);
+    return 2.0 * M * (double)N * K / dt;
+}
+
 int cmd_bench(int argc, char **argv) {
     if (arg_is_help(argc, argv)) {
         printf("usage: gdn bench [--config FILE.yaml] [--key value ...] [--steps N] [--warmup W] [--profile]\n"
                "Times N training steps (after W warm-up steps) of the config's model at micro_batch_size x\n"
-               "seq_length on random tokens (one micro-batch per step) and prints ms/step, tokens/s and TFLOP/s.\n"
+               "seq_length on random tokens (one micro-batch per step) and prints ms/step, tokens/s, TFLOP/s, MFU,\n"
+               "memory, and the backend's GEMM rate on the gate|up shape with the step's share of it.\n"
                "--profile: also times every backend op of those steps (CUDA events on the stream, wall clock on\n"
                "the CPU) and prints them by op, GEMMs by weight shape, against the step time.\n");
         return 0;
@@ -98,5 +130,13 @@ int cmd_bench(int argc, char **argv) {
     if (profile) backend_profile_report(stdout, steps, ms);
     free(ids); free(tgt);
     model_free(m);
+    // (after the model is freed: the calibration's buffers, 0.7 GB for the 300M, need not fit beside it)
+    const int gM = (int)N, gN = 2 * c.ffn_hidden_size, gK = c.hidden_size;
+    const double rate = gemm_rate(be, gM, gN, gK, be->act_bytes == 2 ? 20 : 3);
+    const int tera = rate >= 1e12; // the CPU's rates read better in GFLOP/s
+    printf("bench: GEMM rate %.2f %s (%s, [%d x %d] . [%d x %d]^T, random data); the step's GDN-count rate "
+           "is %.1f%% of it\n",
+           rate / (tera ? 1e12 : 1e9), tera ? "TFLOP/s" : "GFLOP/s", be->name, gM, gK, gN, gK,
+           100.0 * flops_per_token_gdn(&c) * tok / rate);
     return 0;
 }
