@@ -17,17 +17,27 @@
 
 enum { SUM_BLOCKS = 1024, SUM_THREADS = 256 };
 
+// The step's scalars, formed in double on the host (as torch does) once for both launch paths.
+struct AdamwScalars {
+    float decay, b1, c1, b2, c2, neg_step, bc2_sqrt, eps;
+};
+static AdamwScalars adamw_scalars(float lr, float b1, float b2, float eps, float wd, int step) {
+    const double bc1 = 1.0 - pow((double)b1, step), bc2 = 1.0 - pow((double)b2, step);
+    return AdamwScalars{(float)(1.0 - (double)lr * (double)wd), b1, (float)(1.0 - (double)b1), b2,
+                        (float)(1.0 - (double)b2), (float)(-(double)lr / bc1), (float)sqrt(bc2), eps};
+}
+
 // One element's update; adamw_kernel and adamw_multi_kernel share it, so the two are the same math bit for bit.
+// decay: k.decay, or 1 for a tensor without weight decay (adamw_multi).
 template <typename T>
 __device__ __forceinline__ void adamw_elem(float *p, T *p_act, const float *g, float *m, float *v, size_t i,
-                                           float gscale, float decay, float b1, float c1, float b2, float c2,
-                                           float neg_step, float bc2_sqrt, float eps) {
+                                           float gscale, float decay, const AdamwScalars &k) {
     float gi = __fmul_rn(g[i], gscale);
-    float pi = __fmul_rn(p[i], decay);                                // param.mul_(1 - lr*wd)
-    float mi = __fmaf_rn(gi, c1, __fmul_rn(m[i], b1));                // exp_avg.mul_(b1).add_(g, alpha=1-b1)
-    float vi = __fmaf_rn(__fmul_rn(c2, gi), gi, __fmul_rn(v[i], b2)); // exp_avg_sq ... addcmul_
-    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
-    float pn = __fadd_rn(pi, __fdiv_rn(__fmul_rn(neg_step, mi), denom));
+    float pi = __fmul_rn(p[i], decay);                                      // param.mul_(1 - lr*wd)
+    float mi = __fmaf_rn(gi, k.c1, __fmul_rn(m[i], k.b1));                  // exp_avg.mul_(b1).add_(g, alpha=1-b1)
+    float vi = __fmaf_rn(__fmul_rn(k.c2, gi), gi, __fmul_rn(v[i], k.b2));   // exp_avg_sq ... addcmul_
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), k.bc2_sqrt), k.eps);
+    float pn = __fadd_rn(pi, __fdiv_rn(__fmul_rn(k.neg_step, mi), denom));
     p[i] = pn;
     m[i] = mi;
     v[i] = vi;
@@ -36,26 +46,23 @@ __device__ __forceinline__ void adamw_elem(float *p, T *p_act, const float *g, f
 
 template <typename T>
 __global__ void adamw_kernel(float *p, T *p_act, const float *g, float *m, float *v, size_t n, float gscale,
-                             float decay, float b1, float c1, float b2, float c2, float neg_step, float bc2_sqrt,
-                             float eps) {
+                             AdamwScalars k) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        adamw_elem(p, p_act, g, m, v, i, gscale, decay, b1, c1, b2, c2, neg_step, bc2_sqrt, eps);
+        adamw_elem(p, p_act, g, m, v, i, gscale, k.decay, k);
 }
 
 // Multi-tensor AdamW: block b updates chunk b (<= ADAMW_CHUNK elements); the clip scale is read from device memory,
-// so no host round trip sits between the gradient norm and the update. decay_wd = 1 - lr*wd; chunks without decay
+// so no host round trip sits between the gradient norm and the update. k.decay = 1 - lr*wd; chunks without decay
 // use 1 (what 1 - lr*0 rounds to), as adamw with wd = 0 does.
 template <typename T>
 __global__ void adamw_multi_kernel(const AdamwChunk *chunks, float *p, T *p_act, const float *g, float *m, float *v,
-                                   const float *gscale, float decay_wd, float b1, float c1, float b2, float c2,
-                                   float neg_step, float bc2_sqrt, float eps) {
+                                   const float *gscale, AdamwScalars k) {
     AdamwChunk c = chunks[blockIdx.x];
-    float gs = *gscale, decay = c.decay ? decay_wd : 1.0f;
+    float gs = *gscale, decay = c.decay ? k.decay : 1.0f;
     T *act = p_act ? p_act + c.goff : NULL;
     for (uint32_t i = threadIdx.x; i < c.n; i += blockDim.x)
-        adamw_elem(p + c.poff, act, g + c.goff, m + c.soff, v + c.soff, i, gs, decay, b1, c1, b2, c2, neg_step,
-                   bc2_sqrt, eps);
+        adamw_elem(p + c.poff, act, g + c.goff, m + c.soff, v + c.soff, i, gs, decay, k);
 }
 
 __global__ void clip_scale_kernel(float *scale, const float *sumsq, float max_norm) {
@@ -71,15 +78,10 @@ static void cu_adamw(float *p, void *p_act, const float *g, float *m, float *v, 
     CU_REQUIRE(!p_act || sizeof(T) != 4 || p_act == p, "adamw",
                "p_act must be NULL or p in the fp32 mode (the master copy is the compute copy)");
     if (!n) return;
-    float decay = (float)(1.0 - (double)lr * (double)wd);
-    float c1 = (float)(1.0 - (double)b1), c2 = (float)(1.0 - (double)b2);
-    double bc1 = 1.0 - pow((double)b1, step), bc2 = 1.0 - pow((double)b2, step);
-    float neg_step = (float)(-(double)lr / bc1);
-    float bc2_sqrt = (float)sqrt(bc2);
     T *act = sizeof(T) == 4 ? NULL : (T *)p_act; // fp32: p is already the compute copy
     unsigned blocks = (unsigned)(n / 256 + 1 < 8192 ? n / 256 + 1 : 8192);
-    cu_launch("adamw", adamw_kernel<T>, dim3(blocks), dim3(256), 0, p, act, g, m, v, n, gscale, decay, b1, c1, b2, c2,
-              neg_step, bc2_sqrt, eps);
+    cu_launch("adamw", adamw_kernel<T>, dim3(blocks), dim3(256), 0, p, act, g, m, v, n, gscale,
+              adamw_scalars(lr, b1, b2, eps, wd, step));
 }
 
 template <typename T>
@@ -91,15 +93,9 @@ static void cu_adamw_multi(const AdamwChunk *chunks, int nchunks, float *p, void
     CU_REQUIRE(!p_act || sizeof(T) != 4 || p_act == p, "adamw_multi",
                "p_act must be NULL or p in the fp32 mode (the master copy is the compute copy)");
     if (!nchunks) return;
-    // the scalars exactly as cu_adamw forms them
-    float decay = (float)(1.0 - (double)lr * (double)wd);
-    float c1 = (float)(1.0 - (double)b1), c2 = (float)(1.0 - (double)b2);
-    double bc1 = 1.0 - pow((double)b1, step), bc2 = 1.0 - pow((double)b2, step);
-    float neg_step = (float)(-(double)lr / bc1);
-    float bc2_sqrt = (float)sqrt(bc2);
     T *act = sizeof(T) == 4 ? NULL : (T *)p_act;
     cu_launch("adamw_multi", adamw_multi_kernel<T>, dim3((unsigned)nchunks), dim3(256), 0, chunks, p, act, g, m, v,
-              gscale, decay, b1, c1, b2, c2, neg_step, bc2_sqrt, eps);
+              gscale, adamw_scalars(lr, b1, b2, eps, wd, step));
 }
 
 static void cu_clip_scale(float *scale, const float *sumsq, float max_norm) {
