@@ -265,33 +265,43 @@ template <typename T> static void cu_lmhead_logits(float *logits, const void *y,
 // One block per row: per thread an online max (first index on ties) and sum of exp, then fixed-order block
 // reductions: max, the lowest index holding it, the rescaled sum.
 enum { STATS_THREADS = 1024 };
+// One logit into a thread's running (max, first index holding it, sum of exp relative to the max; the sum only
+// when wanted). A masked (-inf) entry adds nothing (and -inf - -inf would be NaN).
+__device__ __forceinline__ void stats_add(float x, int c, float &mx, float &se, int &best, bool want_sum) {
+    if (x > mx) {
+        if (want_sum) se = se * expf(mx - x) + 1.0f;
+        mx = x;
+        best = c;
+    } else if (want_sum && x != -INFINITY) {
+        se += expf(x - mx);
+    }
+}
+// The block's (max M, lowest index holding it or V, rescaled sum S or 0), fixed-order reductions; thread 0's b is
+// the block's (the others return theirs). At most 32 warps.
+__device__ __forceinline__ int stats_block(float mx, float se, int best, int V, bool want_sum, float &M, float &S) {
+    __shared__ int idx[32];
+    M = block_max(mx);
+    int cand = mx == M ? best : V;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) cand = min(cand, __shfl_xor_sync(0xffffffffu, cand, o));
+    if ((threadIdx.x & 31) == 0) idx[threadIdx.x >> 5] = cand;
+    S = want_sum ? block_sum(mx == -INFINITY ? 0.0f : se * expf(mx - M)) : 0.0f;
+    __syncthreads();
+    int b = idx[0];
+    if (threadIdx.x == 0)
+        for (int w = 1; w < (int)(blockDim.x >> 5); w++) b = min(b, idx[w]);
+    return b;
+}
 __global__ void logits_stats_kernel(int32_t *argmax, float *logprob, const float *logits, const int32_t *targets,
                                     int V, CuDevError *err) {
     const int r = blockIdx.x;
     const float *l = logits + (size_t)r * V;
     float mx = -INFINITY, se = 0.0f;
     int best = V;
-    for (int c = threadIdx.x; c < V; c += blockDim.x) {
-        float x = l[c];
-        if (x > mx) {
-            se = se * expf(mx - x) + 1.0f;
-            mx = x;
-            best = c;
-        } else if (x != -INFINITY) { // a masked (-inf) entry adds nothing (and -inf - -inf would be NaN)
-            se += expf(x - mx);
-        }
-    }
-    const float M = block_max(mx);
-    __shared__ int idx[STATS_THREADS / 32];
-    int cand = mx == M ? best : V;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) cand = min(cand, __shfl_xor_sync(0xffffffffu, cand, o));
-    if ((threadIdx.x & 31) == 0) idx[threadIdx.x >> 5] = cand;
-    const float S = logprob ? block_sum(mx == -INFINITY ? 0.0f : se * expf(mx - M)) : 0.0f;
-    __syncthreads();
+    for (int c = threadIdx.x; c < V; c += blockDim.x) stats_add(l[c], c, mx, se, best, logprob != NULL);
+    float M, S;
+    const int b = stats_block(mx, se, best, V, logprob != NULL, M, S);
     if (threadIdx.x != 0) return;
-    int b = idx[0];
-    for (int w = 1; w < (int)(blockDim.x >> 5); w++) b = min(b, idx[w]);
     argmax[r] = b < V ? b : 0; // all NaN or -inf: 0, as the CPU twin
     if (!logprob) return;
     int t = targets[r];
@@ -324,26 +334,12 @@ __global__ void logits_stats_part_kernel(float *pmax, int32_t *pidx, float *psum
 #pragma unroll
         for (int u = 0; u < STATS_UNROLL; u++) {
             if (c + u * step >= c1) break;
-            if (x[u] > mx) {
-                if (want_sum) se = se * expf(mx - x[u]) + 1.0f;
-                mx = x[u];
-                best = c + u * step;
-            } else if (want_sum && x[u] != -INFINITY) {
-                se += expf(x[u] - mx);
-            }
+            stats_add(x[u], c + u * step, mx, se, best, want_sum);
         }
     }
-    const float M = block_max(mx);
-    __shared__ int idx[STATS_SPLIT_THREADS / 32];
-    int cand = mx == M ? best : V;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) cand = min(cand, __shfl_xor_sync(0xffffffffu, cand, o));
-    if ((threadIdx.x & 31) == 0) idx[threadIdx.x >> 5] = cand;
-    const float Ssum = want_sum ? block_sum(mx == -INFINITY ? 0.0f : se * expf(mx - M)) : 0.0f;
-    __syncthreads();
+    float M, Ssum;
+    const int b = stats_block(mx, se, best, V, want_sum, M, Ssum);
     if (threadIdx.x != 0) return;
-    int b = idx[0];
-    for (int w = 1; w < (int)(blockDim.x >> 5); w++) b = min(b, idx[w]);
     const size_t o = (size_t)r * S + s;
     pmax[o] = M, pidx[o] = b, psum[o] = Ssum;
 }
