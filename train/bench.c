@@ -11,6 +11,9 @@
 #include "../util/common.h"
 #include "train.h"
 
+// The bench's random numbers (token ids, document lengths, the calibration's data): a 64-bit LCG step.
+static uint64_t lcg_next(uint64_t *r) { return *r = *r * 6364136223846793005ull + 1442695040888963407ull; }
+
 // The backend's GEMM rate on the step's largest projection shape, gate|up: y [M, 2F] = x [M, h] . W [2F, h]^T with
 // M = micro_batch x seq, random act data (zeros would draw less power and run faster), one warm-up call, then reps
 // calls timed together. It is the ceiling the step's GEMMs run against: MFU against it says how far the whole
@@ -25,8 +28,7 @@ static double gemm_rate(const Backend *be, int M, int N, int K, int reps) {
     for (int t = 0; t < 2; t++) {
         const size_t n = t ? nw : nx;
         for (size_t i = 0; i < n; i++) {
-            r = r * 6364136223846793005ull + 1442695040888963407ull;
-            h[i] = (float)((double)(r >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+            h[i] = (float)((double)(lcg_next(&r) >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
         }
         be->memcpy_h2d(stage, h, n * sizeof(float));
         be->to_act(t ? W : x, stage, n);
@@ -85,16 +87,14 @@ int cmd_bench(int argc, char **argv) {
     int32_t *ids = xmalloc(N * 4), *tgt = xmalloc(N * 4);
     uint64_t r = 1;
     for (size_t i = 0; i < N; i++) {
-        r = r * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)((r >> 33) % (uint64_t)c.vocab_size);
+        ids[i] = (int32_t)((lcg_next(&r) >> 33) % (uint64_t)c.vocab_size);
     }
     int docs = 0;
     if (c.reset_state_at_eod) // packed documents: EOD-separated rows of documents of 1..1024 tokens (uniform)
         for (size_t i = 0, next = 0; i < N; i++)
             if (i == next) {
                 ids[i] = c.eos_token_id, docs++;
-                r = r * 6364136223846793005ull + 1442695040888963407ull;
-                next = i + 1 + (size_t)((r >> 33) % 1024);
+                next = i + 1 + (size_t)((lcg_next(&r) >> 33) % 1024);
             }
     for (size_t i = 0; i < N; i++) tgt[i] = (i + 1) % (size_t)T ? ids[i + 1] : -1;
     double t0 = 0;
