@@ -11,7 +11,7 @@ common=(--config configs/tiny.yaml --vocab_size 500 --train_data_path "$tmp/data
 ./gdn train "${common[@]}" --reset_state_at_eod true --eod_mask_loss true --save "$tmp/m" > "$tmp/train.log"
 head -c 65536 "$tmp/m/iter_0000003/model.safetensors" | grep -a -q 'reset_state_at_eod\\":true' # the stored config
 ./gdn score --load "$tmp/m" --data "$tmp/data" --seq-length 96 --max-samples 4 --device cpu \
-    --reset_state_at_eod true --eos_token_id 7 | grep -q "^loss: "
+    --reset_state_at_eod true --eos_token_id 7 | grep "^loss: " > /dev/null
 if ./gdn score --load "$tmp/m" --data "$tmp/data" --max-samples 1 --device cpu --reset_state_at_eod maybe 2> "$tmp/err"; then
     echo "a bad --reset_state_at_eod value was accepted"; exit 1
 fi

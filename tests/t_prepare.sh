@@ -26,7 +26,7 @@ same() { cmp "$1.bin" "$2.bin" && cmp "$1.idx" "$2.idx" || die "$1 and $2 differ
 # no_outputs PREFIX: nothing that looks like a finished dataset, and (unless KEEP_TMP) no temporaries either
 no_outputs() {
   for f in "$1.bin" "$1.idx" "$1.json"; do [ ! -e "$f" ] || die "$f exists after a failed run"; done
-  if [ -z "${KEEP_TMP:-}" ] && ls "$(dirname "$1")" | grep -q '\.tmp\.'; then die "temporary files left: $(ls "$(dirname "$1")")"; fi
+  if [ -z "${KEEP_TMP:-}" ] && ls "$(dirname "$1")" | grep '\.tmp\.' > /dev/null; then die "temporary files left: $(ls "$(dirname "$1")")"; fi
 }
 
 $PY tests/prepare/make_inputs.py "$IN" .assets/corpus/builds
@@ -121,7 +121,7 @@ check fla "$O/fla_sh" "$IN/rows.oracle.jsonl" --seq 16 --batch 7 --shards 3 --sh
 prep --input "$IN/rows.jsonl.gz" --output-prefix "$O/fla_sh_gz" --fla-chunks --seq-length 16 --fla-batch-size 7 --shards 3 \
   --fla-shuffle-rows --tmp-dir "$T" --workers 2 2>/dev/null
 same "$O/fla_sh" "$O/fla_sh_gz"
-ls "$T" | grep -q '\.tmp\.' && die "spill file left in $T"
+ls "$T" | grep '\.tmp\.' > /dev/null && die "spill file left in $T"
 prep --input "$IN/rows.jsonl" --output-prefix "$O/fla_def" --fla-chunks --seq-length 32 --fla-shuffle-rows --seed 7 2>/dev/null
 check fla "$O/fla_def" "$IN/rows.oracle.jsonl" --seq 32 --batch 2048 --shards 64 --shuffle 7
 prep --input "$IN/pq.parquet" --output-prefix "$O/fla_pq" --fla-chunks --seq-length 16 --fla-batch-size 4 --shards 2 \
@@ -162,8 +162,8 @@ for sig in TERM KILL; do
   BG=$!
   "$GDN" prepare --tokenizer "$TOK" --input "$T/pipe.jsonl" --output-prefix "$O/sig" --workers 2 --quiet 2> "$T/sig.err" &
   pid=$!
-  for _ in $(seq 100); do ls "$O" | grep -q '^sig\..*tmp' && break; sleep 0.1; done
-  ls "$O" | grep -q '^sig\..*tmp' || die "no temporary output appeared"
+  for _ in $(seq 100); do ls "$O" | grep '^sig\..*tmp' > /dev/null && break; sleep 0.1; done
+  ls "$O" | grep '^sig\..*tmp' > /dev/null || die "no temporary output appeared"
   sleep 0.5
   kill -"$sig" "$pid"
   rc=0; { wait "$pid"; } 2>/dev/null || rc=$? # (bash would report "Killed")
@@ -181,7 +181,7 @@ for sig in TERM KILL; do
 done
 ok "SIGTERM: exit 143, temporaries removed; SIGKILL: no .bin/.idx/.json"
 
-"$GDN" prepare --help | grep -q -- "--fla-shuffle-rows" || die "--help"
+"$GDN" prepare --help | grep -- "--fla-shuffle-rows" > /dev/null || die "--help"
 if "$GDN" prepare --input "$IN/docs.jsonl" --tokenizer "$TOK" --output-prefix "$O/x" --shards 4 2> "$T/opt.err"; then die "--shards without --fla-chunks accepted"; fi
 grep -q "shards only applies with --fla-chunks" "$T/opt.err" || die "option message: $(cat "$T/opt.err")"
 if "$GDN" prepare --input "$IN/docs.jsonl" --tokenizer "$TOK" --output-prefix "$O/x.bin" 2>/dev/null; then die "prefix with .bin accepted"; fi

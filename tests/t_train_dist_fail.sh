@@ -41,7 +41,7 @@ kill -KILL "$victim"
 wait $t0 || { echo "FAIL: node 0's torchrun"; cat "$tmp/k.0.log"; exit 1; }
 wait $t1 || { echo "FAIL: node 1's torchrun"; cat "$tmp/k.1.log"; exit 1; }
 err0=$(cat "$tmp"/logs_k_0/*/attempt_0/0/stderr.log)
-echo "$err0" | grep -q "gdn \[rank 0\]: rank 1 died or hung" || { echo "FAIL: rank 0 did not name rank 1: $err0"; exit 1; }
+echo "$err0" | grep "gdn \[rank 0\]: rank 1 died or hung" > /dev/null || { echo "FAIL: rank 0 did not name rank 1: $err0"; exit 1; }
 n=$(echo "$err0" | grep -c 'died or hung' || true); [ "$n" = 1 ] || fail "rank 0 printed $n 'died or hung' lines: $err0"
 grep -q "resuming from $tmp/ck/iter_00000[1-9][05] at iteration" "$tmp"/logs_k_0/*/attempt_1/0/stdout.log ||
     fail "the restarted attempt did not resume from a checkpoint: $(cat "$tmp"/logs_k_0/*/attempt_1/0/stdout.log 2>&1 | head -5)"

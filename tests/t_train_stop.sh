@@ -70,7 +70,7 @@ while [ $runs -lt 12 ]; do
 done
 test "$(cat "$tmp/loop/latest_checkpointed_iteration.txt")" = 60
 test $warned -ge 1
-cat "$tmp"/loop*.log | grep -q "resuming from $tmp/loop/iter_" # at least one restart picked up a checkpoint
+grep -q "resuming from $tmp/loop/iter_" "$tmp"/loop*.log # at least one restart picked up a checkpoint
 /usr/bin/python3 - "$tmp" "$k" "$kills" "$runs" "$kdp" <<'PY'
 import json, sys
 sys.path.insert(0, 'tests/ref')
