@@ -9,7 +9,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 args=(--config configs/tiny.yaml --device cpu --steps 2 --warmup 1 --seq_length 64 --micro_batch_size 2)
 ./gdn bench "${args[@]}" > "$tmp/plain.txt" 2>/dev/null
 ./gdn bench "${args[@]}" --profile > "$tmp/prof.txt" 2>/dev/null
-./gdn bench --help | grep -q -- '--profile: also times every backend op'
+./gdn bench --help | grep -- '--profile: also times every backend op' > /dev/null
 /usr/bin/python3 - "$tmp" <<'PY'
 import re, sys
 tmp = sys.argv[1]
@@ -41,15 +41,26 @@ assert abs(wall - step) <= 0.05 * step + 0.1, (wall, step)
 assert 0.95 * wall <= total <= wall, (total, wall)   # CPU: the ops are the step, host glue aside
 gap = float(re.search(r'^  gap \(launch gaps, host time\) +(-?[\d.]+)', prof, re.M).group(1))
 assert abs(wall - total - gap) <= 2e-3, (wall, total, gap)
-# the GEMM-rate line: the config's gate|up shape [B*T x h] . [2F x h]^T, a positive rate, the step's share of it
+# the GEMM-rate line: the config's gate|up [B*T x h] . [2F x h]^T and lm head [rows x h] . [V x h]^T shapes, their
+# rates, the rate weighted by the step's FLOPs in each (1 / (w/r_gu + (1-w)/r_head)), and the step's share of it
 cfg = dict(re.findall(r'^(\w+):\s*(\S+)', open('configs/tiny.yaml').read(), re.M))
+h, F, V = int(cfg['hidden_size']), int(cfg['ffn_hidden_size']), int(cfg['vocab_size'])
 for out in (plain, prof):
-    g = re.search(r'^bench: GEMM rate ([\d.]+) ([TG])FLOP/s \(cpu, \[(\d+) x (\d+)\] \. \[(\d+) x (\d+)\]\^T, '
-                  r'random data\); the step.s GDN-count rate is ([\d.]+)% of it$', out, re.M)
+    g = re.search(r'^bench: GEMM rate ([\d.]+) ([TG])FLOP/s \(cpu, random data: gate\|up \[(\d+) x (\d+)\] \. '
+                  r'\[(\d+) x (\d+)\]\^T ([\d.]+), lm head \[(\d+) x (\d+)\] \. \[(\d+) x (\d+)\]\^T ([\d.]+), '
+                  r'weighted ([\d.]+):([\d.]+) by the step.s FLOPs\); the step.s GDN-count rate is ([\d.]+)% of it$', out, re.M)
     assert g, out
-    M, K, Nn, K2 = map(int, g.group(3, 4, 5, 6))
-    assert (M, K, Nn, K2) == (2 * 64, int(cfg['hidden_size']), 2 * int(cfg['ffn_hidden_size']), int(cfg['hidden_size'])), g.groups()
-    assert float(g.group(1)) > 0 and 0 < float(g.group(7)) <= 100, g.groups()
+    rate, r_gu, r_head, w_gu, w_head, share = map(float, g.group(1, 7, 12, 13, 14, 15))
+    assert tuple(map(int, g.group(3, 4, 5, 6))) == (2 * 64, h, 2 * F, h), g.groups()
+    assert tuple(map(int, g.group(8, 9, 10, 11))) == (2 * 64, h, V, h), g.groups()   # 128 rows x V <= 2^28
+    assert abs(w_gu + w_head - 100) <= 0.11 and w_head > w_gu, g.groups()              # the 128k vocab dominates
+    assert r_gu > 0 and r_head > 0 and min(r_gu, r_head) - 0.01 <= rate <= max(r_gu, r_head) + 0.01, g.groups()
+    want = 1 / (w_gu / 100 / r_gu + w_head / 100 / r_head)
+    assert abs(rate - want) <= 0.01 * want + 0.01, (rate, want)
+    gdn = float(re.search(r'([\d.]+) TFLOP/s \(GDN count\)', out).group(1))
+    gdn *= 1e3 if g.group(2) == 'G' else 1
+    unit = 1e3 if g.group(2) == 'G' else 1    # the GDN count is printed to 0.01 TFLOP/s
+    assert abs(share - 100 * gdn / rate) <= 100 * 0.005 * unit / rate + 0.1, (share, gdn, rate)
 times = [ms for _, ms in rows.values()]
 assert times == sorted(times, reverse=True), 'rows not sorted by time'
 print(f'profile: {len(rows)} rows ({len(ops)} ops), sum {total:.1f} of {wall:.1f} ms/step; loss and grad norm '

@@ -14,10 +14,9 @@
 // The bench's random numbers (token ids, document lengths, the calibration's data): a 64-bit LCG step.
 static uint64_t lcg_next(uint64_t *r) { return *r = *r * 6364136223846793005ull + 1442695040888963407ull; }
 
-// The backend's GEMM rate on the step's largest projection shape, gate|up: y [M, 2F] = x [M, h] . W [2F, h]^T with
-// M = micro_batch x seq, random act data (zeros would draw less power and run faster), one warm-up call, then reps
-// calls timed together. It is the ceiling the step's GEMMs run against: MFU against it says how far the whole
-// step is from doing nothing but GEMMs at this backend's rate.
+// The backend's GEMM rate on one of the step's shapes: y [M, N] = x [M, K] . W [N, K]^T with random act data (zeros would draw less power and run faster), one warm-up call, then reps
+// calls timed together. With the step's other big shape it forms the ceiling the step's GEMMs run against: MFU
+// against it says how far the whole step is from doing nothing but GEMMs at this backend's rate.
 static double gemm_rate(const Backend *be, int M, int N, int K, int reps) {
     const size_t nx = (size_t)M * K, nw = (size_t)N * K, nmax = nx > nw ? nx : nw;
     float *h = xmalloc(nmax * sizeof(float));
@@ -49,7 +48,7 @@ int cmd_bench(int argc, char **argv) {
         printf("usage: gdn bench [--config FILE.yaml] [--key value ...] [--steps N] [--warmup W] [--profile]\n"
                "Times N training steps (after W warm-up steps) of the config's model at micro_batch_size x\n"
                "seq_length on random tokens (one micro-batch per step) and prints ms/step, tokens/s, TFLOP/s, MFU,\n"
-               "memory, and the backend's GEMM rate on the gate|up shape with the step's share of it.\n"
+               "memory, and the backend's GEMM rate on the gate|up and lm head shapes with the step's share of it.\n"
                "--profile: also times every backend op of those steps (CUDA events on the stream, wall clock on\n"
                "the CPU) and prints them by op, GEMMs by weight shape, against the step time.\n");
         return 0;
@@ -131,12 +130,22 @@ int cmd_bench(int argc, char **argv) {
     free(ids); free(tgt);
     model_free(m);
     // (after the model is freed: the calibration's buffers, 0.7 GB for the 300M, need not fit beside it)
-    const int gM = (int)N, gN = 2 * c.ffn_hidden_size, gK = c.hidden_size;
-    const double rate = gemm_rate(be, gM, gN, gK, be->act_bytes == 2 ? 20 : 3);
+    // Two shapes carry most of the step's GEMM FLOPs: gate|up [M x h] . [2F x h]^T in every block and the lm head
+    // [M x h] . [V x h]^T (its rows in slices, as the step's fused pass runs it: y stays <= 2^28 elements). The
+    // ceiling is their rate weighted by the step's FLOPs in each (the time both would take, divided into their
+    // FLOPs): one shape alone misleads where the other dominates (the tiny config's 128k vocab at hidden 64).
+    const ModelDims d = config_dims(&c);
+    const int gM = (int)N, gN = 2 * d.F, gK = d.h;
+    const int hM = (int)(N < ((size_t)1 << 28) / (size_t)d.V ? N : ((size_t)1 << 28) / (size_t)d.V);
+    const int reps = be->act_bytes == 2 ? 20 : 3;
+    const double r_gu = gemm_rate(be, gM, gN, gK, reps), r_head = gemm_rate(be, hM > 0 ? hM : 1, d.V, gK, reps);
+    const double f_gu = 2.0 * d.h * gN * d.L, f_head = 2.0 * d.h * d.V; // forward FLOPs per token (x3 for both)
+    const double rate = (f_gu + f_head) / (f_gu / r_gu + f_head / r_head);
     const int tera = rate >= 1e12; // the CPU's rates read better in GFLOP/s
-    printf("bench: GEMM rate %.2f %s (%s, [%d x %d] . [%d x %d]^T, random data); the step's GDN-count rate "
-           "is %.1f%% of it\n",
-           rate / (tera ? 1e12 : 1e9), tera ? "TFLOP/s" : "GFLOP/s", be->name, gM, gK, gN, gK,
-           100.0 * flops_per_token_gdn(&c) * tok / rate);
+    const double u = tera ? 1e12 : 1e9;
+    printf("bench: GEMM rate %.2f %s (%s, random data: gate|up [%d x %d] . [%d x %d]^T %.2f, lm head [%d x %d] . "
+           "[%d x %d]^T %.2f, weighted %.1f:%.1f by the step's FLOPs); the step's GDN-count rate is %.1f%% of it\n",
+           rate / u, tera ? "TFLOP/s" : "GFLOP/s", be->name, gM, gK, gN, gK, r_gu / u, hM, gK, d.V, gK, r_head / u,
+           100.0 * f_gu / (f_gu + f_head), 100.0 * f_head / (f_gu + f_head), 100.0 * flops_per_token_gdn(&c) * tok / rate);
     return 0;
 }
