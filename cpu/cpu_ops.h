@@ -36,7 +36,7 @@ void cpu_free(void *p);
 void cpu_embedding_fwd(void *x, const int32_t *ids, const void *E, int N, int h);
 void cpu_embedding_bwd(float *dE, const void *dx, const int32_t *ids, int N, int h, int V);
 void cpu_swiglu_fwd(void *y, const void *gu, int N, int F);
-void cpu_swiglu_bwd(void *dgu, const void *dy, const void *gu, int N, int F);
+void cpu_swiglu_bwd(void *dgu, void *y, const void *dy, const void *gu, int N, int F);
 void cpu_sum(float *out, const float *x, size_t n);
 void cpu_doc_starts(int32_t *doc_start, const int32_t *ids, int B, int T, int32_t eod);
 void cpu_state_reset_at_eod(float *state, size_t row, const int32_t *ids, int B, int T, int32_t eod);

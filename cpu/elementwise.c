@@ -51,20 +51,22 @@ void cpu_swiglu_fwd(void *y_, const void *gu_, int N, int F) {
     }
 }
 
-// dgate = dy * up * silu'(gate), silu'(x) = s (1 + x (1 - s)); dup = dy * silu(gate)
-void cpu_swiglu_bwd(void *dgu_, const void *dy_, const void *gu_, int N, int F) {
+// dgate = dy * up * silu'(gate), silu'(x) = s (1 + x (1 - s)); dup = dy * silu(gate); y (if asked) =
+// silu(gate) * up as cpu_swiglu_fwd forms it
+void cpu_swiglu_bwd(void *dgu_, void *y_, const void *dy_, const void *gu_, int N, int F) {
     CPU_REQUIRE(dgu_ && dy_ && gu_, "swiglu_bwd", "NULL pointer (dgu, dy, gu)");
-    float *dgu = dgu_;
+    float *dgu = dgu_, *y = y_;
     const float *dy = dy_, *gu = gu_;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *g = gu + (size_t)n * 2 * F, *u = g + F, *d = dy + (size_t)n * F;
-        float *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
+        float *dg = dgu + (size_t)n * 2 * F, *du = dg + F, *yr = y ? y + (size_t)n * F : NULL;
         for (int f = 0; f < F; f++) {
             float s = sigmoidf_(g[f]);
-            float dyf = d[f], uf = u[f], gf = g[f]; // read all before writing: dgu may alias gu
+            float dyf = d[f], uf = u[f], gf = g[f]; // read all before writing: dgu may alias gu, y dy
             dg[f] = dyf * uf * s * (1.0f + gf * (1.0f - s));
             du[f] = dyf * gf * s;
+            if (yr) yr[f] = gf * s * uf;
         }
     }
 }

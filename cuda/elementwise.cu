@@ -210,6 +210,10 @@ template <typename T> static void cu_embedding_bwd(float *dE, const void *dx, co
 // ---------------------------------------------------------------------------------------------------
 // SwiGLU: gu [N, 2F] = [gate | up]; y = silu(gate) * up
 
+// silu(g) * u given s = sigmoid(g): one expression for the forward and the backward's recomputation, so the
+// recomputed y is the forward's bits
+__device__ __forceinline__ float swiglu_f(float g, float s, float u) { return g * s * u; }
+
 template <typename T, int V> __global__ void swiglu_fwd_kernel(T *y, const T *gu, int N, int F) {
     const int per_row = F / V;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -220,19 +224,20 @@ template <typename T, int V> __global__ void swiglu_fwd_kernel(T *y, const T *gu
     load_vec<T, V>(g, gu + n * 2 * F + f);
     load_vec<T, V>(u, gu + n * 2 * F + F + f);
 #pragma unroll
-    for (int i = 0; i < V; i++) o[i] = g[i] * sigmoid_f(g[i]) * u[i];
+    for (int i = 0; i < V; i++) o[i] = swiglu_f(g[i], sigmoid_f(g[i]), u[i]);
     store_vec<T, V>(y + n * F + f, o);
 }
 
-// dgate = dy * up * silu'(gate), silu'(x) = s (1 + x (1 - s)); dup = dy * silu(gate). dgu may alias gu:
-// each thread reads its gate and up values before writing them.
-template <typename T, int V> __global__ void swiglu_bwd_kernel(T *dgu, const T *dy, const T *gu, int N, int F) {
+// dgate = dy * up * silu'(gate), silu'(x) = s (1 + x (1 - s)); dup = dy * silu(gate); y (if asked) = the
+// forward's silu(gate) * up. dgu may alias gu and y dy: each thread reads its values before writing them.
+template <typename T, int V>
+__global__ void swiglu_bwd_kernel(T *dgu, T *y, const T *dy, const T *gu, int N, int F) {
     const int per_row = F / V;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * per_row) return;
     size_t n = idx / per_row;
     int f = (int)(idx % per_row) * V;
-    float g[V], u[V], d[V], dg[V], du[V];
+    float g[V], u[V], d[V], dg[V], du[V], o[V];
     load_vec<T, V>(g, gu + n * 2 * F + f);
     load_vec<T, V>(u, gu + n * 2 * F + F + f);
     load_vec<T, V>(d, dy + n * F + f);
@@ -241,9 +246,11 @@ template <typename T, int V> __global__ void swiglu_bwd_kernel(T *dgu, const T *
         float s = sigmoid_f(g[i]);
         dg[i] = d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
         du[i] = d[i] * g[i] * s;
+        o[i] = swiglu_f(g[i], s, u[i]);
     }
     store_vec<T, V>(dgu + n * 2 * F + f, dg);
     store_vec<T, V>(dgu + n * 2 * F + F + f, du);
+    if (y) store_vec<T, V>(y + n * F + f, o);
 }
 
 template <typename T> static bool swiglu_vec_ok(int F, const void *a, const void *b, const void *c) {
@@ -264,17 +271,18 @@ template <typename T> static void cu_swiglu_fwd(void *y, const void *gu, int N, 
     }
 }
 
-template <typename T> static void cu_swiglu_bwd(void *dgu, const void *dy, const void *gu, int N, int F) {
+template <typename T>
+static void cu_swiglu_bwd(void *dgu, void *y, const void *dy, const void *gu, int N, int F) {
     CU_REQUIRE(dgu && dy && gu, "swiglu_bwd", "NULL pointer (dgu, dy, gu)");
     CU_REQUIRE(N >= 0 && F > 0, "swiglu_bwd", "bad shape N=%d F=%d", N, F);
     if (N == 0) return;
-    if (swiglu_vec_ok<T>(F, dgu, dy, gu)) {
+    if (swiglu_vec_ok<T>(F, dgu, dy, gu) && (!y || cu_aligned16(y))) {
         constexpr int V = Vec16<T>::n;
         cu_launch("swiglu_bwd", swiglu_bwd_kernel<T, V>, dim3(cu_blocks((size_t)N * (F / V), 256)), dim3(256), 0,
-                  (T *)dgu, (const T *)dy, (const T *)gu, N, F);
+                  (T *)dgu, (T *)y, (const T *)dy, (const T *)gu, N, F);
     } else {
         cu_launch("swiglu_bwd", swiglu_bwd_kernel<T, 1>, dim3(cu_blocks((size_t)N * F, 256)), dim3(256), 0, (T *)dgu,
-                  (const T *)dy, (const T *)gu, N, F);
+                  (T *)y, (const T *)dy, (const T *)gu, N, F);
     }
 }
 

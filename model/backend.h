@@ -216,7 +216,9 @@ typedef struct Backend {
 
     // ---- SwiGLU: gu [N, 2F] = [gate | up]; y[N,F] = silu(gate) * up
     void (*swiglu_fwd)(void *y, const void *gu, int N, int F);
-    void (*swiglu_bwd)(void *dgu, const void *dy, const void *gu, int N, int F);
+    // y (NULL: not wanted): swiglu_fwd's y recomputed, the same bits, so the forward need not keep it for
+    // dW_down (recompute_swiglu); y may alias dy and dgu may alias gu (each element is read before written).
+    void (*swiglu_bwd)(void *dgu, void *y, const void *dy, const void *gu, int N, int F);
 
     // ---- tied lm head + cross-entropy, never materialising all [N, V] logits at once.
     // logits_n = y[n,:] . E^T. For targets[n] >= 0: losses[n] = logsumexp(logits_n) - logits_n[targets[n]];

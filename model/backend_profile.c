@@ -106,7 +106,7 @@
       (dQ, dK, dV, dO, Q, K, V, O, lse, B, T, Ha, Hkv, d, window, scale, doc_start), 0, 0)                          \
     X(pos_advance, (int32_t *pos, int n), (pos, n), 0, 0)                                                           \
     X(swiglu_fwd, (void *y, const void *gu, int N, int F), (y, gu, N, F), 0, 0)                                     \
-    X(swiglu_bwd, (void *dgu, const void *dy, const void *gu, int N, int F), (dgu, dy, gu, N, F), 0, 0)             \
+    X(swiglu_bwd, (void *dgu, void *y, const void *dy, const void *gu, int N, int F), (dgu, y, dy, gu, N, F), 0, 0) \
     X(lmhead_ce,                                                                                                    \
       (float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets, int N, int h, int V, \
        float loss_scale),                                                                                           \

@@ -79,6 +79,7 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(device, CK_STR, device, "auto", "cpu | cuda | auto")                                                \
     X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
     X(delta_rule, CK_STR, delta_rule, "chunk", "chunk | recurrent (CPU reference form)")                 \
+    X(recompute_swiglu, CK_BOOL, recompute_swiglu, "false", "training: keep no SwiGLU output per block; the backward recomputes it (same bits; 300M at 16 x 2048: -3 GiB)") \
     X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores") \
     /* distributed training (issue 19) */                                                                  \
     X(use_distributed_optimizer, CK_BOOL, use_distributed_optimizer, "false", "ZeRO-1: reduce-scatter the grads, shard the AdamW state, all-gather the weights") \
@@ -115,6 +116,7 @@ typedef struct {
     float exit_duration_in_mins;
     int eos_token_id;
     char delta_rule[16];
+    int recompute_swiglu; // gdn.c's own key: Megatron's recompute_modules has no dense-MLP activation entry
     int nproc_per_node;
     char tensorboard_dir[512], report_dir[512]; // run monitoring
     int use_distributed_optimizer; // issue 19

@@ -102,7 +102,8 @@ static void layout_acts(Model *m, int B, int T) {
             b->s_attn = (l == 0) ? m->emb : ACT(N * d->h);
             b->y_attn = ACT(N * d->h); b->rstd_attn = F32(N);
             b->s_mlp = ACT(N * d->h); b->y_mlp = ACT(N * d->h); b->rstd_mlp = F32(N);
-            b->GU = ACT(N * 2 * d->F); b->Hh = ACT(N * d->F);
+            b->GU = ACT(N * 2 * d->F);
+            b->Hh = m->training && m->cfg.recompute_swiglu ? NULL : ACT(N * d->F); // NULL: set to dH below
         }
         kind_of(m, l)->acts_alloc(m, l, B, T, acts_owner(m, l));
     }
@@ -116,6 +117,10 @@ static void layout_acts(Model *m, int B, int T) {
     if (m->training) {
         m->dy = ACT(N * d->h); m->ds0 = ACT(N * d->h); m->ds1 = ACT(N * d->h);
         m->dGU = ACT(N * 2 * d->F); m->dH = ACT(N * d->F);
+        // recompute_swiglu: every block's forward writes its SwiGLU output into dH (free until the backward),
+        // and its backward recomputes it there from GU after dH is consumed
+        if (m->cfg.recompute_swiglu)
+            for (int l = 0; l < d->L; l++) m->blk[l].Hh = m->dH;
         for (int k = 0; k < LAYER_NKINDS; k++)
             if (kind_used(m, k)) KINDS[k]->grads_alloc(m, B, T);
     }
@@ -141,8 +146,8 @@ static void ensure_acts(Model *m, int B, int T) {
     m->arena_used = 0;
     layout_acts(m, B, T);
     m->B = B; m->T = T; m->cap_N = (size_t)B * T;
-    fprintf(stderr, "model: activations for %d x %d tokens (%s): allocating %.1f MiB\n", B, T,
-            m->training ? "training" : "inference", bytes / 1048576.0);
+    fprintf(stderr, "model: activations for %d x %d tokens (%s): allocating %.1f MiB (%zu bytes)\n", B, T,
+            m->training ? "training" : "inference", bytes / 1048576.0, bytes);
 }
 
 void model_free(Model *m) {
@@ -402,8 +407,15 @@ static void mlp_bwd(Model *m, int l, int N, const void *dout) {
     const ModelDims *d = &m->d;
     const LayerOffsets *w = &m->lay.layer[l];
     BlockActs *b = &m->blk[l];
-    be->matmul_bwd(m->dH, d->F, GF(m, w->down_proj), dout, d->h, b->Hh, d->F, WA(m, w->down_proj), N, d->h, d->F, 0);
-    be->swiglu_bwd(m->dGU, m->dH, b->GU, N, d->F);
+    if (m->cfg.recompute_swiglu) { // dH first; then H = swiglu(GU) over it, for dW_down (the same two GEMMs)
+        be->matmul_bwd(m->dH, d->F, NULL, dout, d->h, NULL, d->F, WA(m, w->down_proj), N, d->h, d->F, 0);
+        be->swiglu_bwd(m->dGU, m->dH, m->dH, b->GU, N, d->F);
+        be->matmul_bwd(NULL, d->F, GF(m, w->down_proj), dout, d->h, m->dH, d->F, NULL, N, d->h, d->F, 0);
+    } else {
+        be->matmul_bwd(m->dH, d->F, GF(m, w->down_proj), dout, d->h, b->Hh, d->F, WA(m, w->down_proj), N, d->h,
+                       d->F, 0);
+        be->swiglu_bwd(m->dGU, m->dH, m->dH, b->GU, N, d->F);
+    }
     be->matmul_bwd(m->dy, d->h, GF(m, w->gate_proj), m->dGU, 2 * d->F, b->y_mlp, d->h, WA(m, w->gate_proj), N,
                    2 * d->F, d->h, 0);
 }

@@ -444,8 +444,17 @@ static void test_swiglu(void) {
     c.gu = vec_normal((size_t)c.N * 2 * c.F, 2), c.y = vec((size_t)c.N * c.F), c.wy = vec_uniform((size_t)c.N * c.F, -1, 1);
     sw_loss(&c);
     float *dgu = vec((size_t)c.N * 2 * c.F);
-    cpu_swiglu_bwd(dgu, c.wy, c.gu, c.N, c.F);
+    cpu_swiglu_bwd(dgu, NULL, c.wy, c.gu, c.N, c.F);
     fd_check("swiglu", "gate|up", sw_loss, &c, c.gu, (size_t)c.N * 2 * c.F, dgu, 1);
+    // recompute_swiglu: y recomputed by the backward (over dy, in place) is the forward's y bit for bit, and the
+    // gradient is the same bits as without it
+    float *dgu2 = vec((size_t)c.N * 2 * c.F), *dy = vec((size_t)c.N * c.F);
+    memcpy(dy, c.wy, (size_t)c.N * c.F * sizeof(float));
+    cpu_swiglu_fwd(c.y, c.gu, c.N, c.F);
+    cpu_swiglu_bwd(dgu2, dy, dy, c.gu, c.N, c.F);
+    report(!memcmp(dy, c.y, (size_t)c.N * c.F * sizeof(float)), "swiglu_bwd's recomputed y (over dy) is the forward's bits");
+    report(!memcmp(dgu2, dgu, (size_t)c.N * 2 * c.F * sizeof(float)), "swiglu_bwd's gradient unchanged by asking for y");
+    cpu_free(dgu2), cpu_free(dy);
 }
 
 // ==== lm head + cross-entropy

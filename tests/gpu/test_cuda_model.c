@@ -152,7 +152,7 @@ int main(void) {
         params_layout(&pl, &d);
         size_t P = pl.total;
         float *params = xmalloc(P * 4), *g_cpu = xmalloc(P * 4), *g_32 = xmalloc(P * 4), *g_16 = xmalloc(P * 4),
-              *g_16b = xmalloc(P * 4);
+              *g_16b = xmalloc(P * 4), *g_16r = xmalloc(P * 4);
         params_init(&pl, params, 11);
         int N = tc->B * tc->T, valid = 0;
         int32_t *ids = xmalloc(N * 4), *tgt = xmalloc(N * 4);
@@ -162,12 +162,17 @@ int main(void) {
         double l_32 = step(c32, &c, params, ids, tgt, valid, g_32);
         double l_16 = step(c16, &c, params, ids, tgt, valid, g_16);
         step(c16, &c, params, ids, tgt, valid, g_16b);
+        Config cr = c;
+        cr.recompute_swiglu = 1; // the SwiGLU output recomputed in the backward: the same loss and gradient bits
+        double l_16r = step(c16, &cr, params, ids, tgt, valid, g_16r);
         double e32 = fabs(l_32 - l_cpu) / fabs(l_cpu), e16 = fabs(l_16 - l_cpu) / fabs(l_cpu);
         int ok32 = e32 <= 1e-5, ok16 = e16 <= 1e-3, det = memcmp(g_16, g_16b, P * 4) == 0;
+        int rec = l_16r == l_16 && memcmp(g_16, g_16r, P * 4) == 0;
         printf("%s %s: loss cpu %.7f | cuda fp32 %.7f (rel %.2e, tol 1e-5) | cuda bf16 %.7f (rel %.2e, tol 1e-3) | "
-               "bf16 grads deterministic: %s\n",
-               ok32 && ok16 && det ? "PASS" : "FAIL", tc->name, l_cpu, l_32, e32, l_16, e16, det ? "yes" : "NO");
-        fails += !(ok32 && ok16 && det);
+               "bf16 grads deterministic: %s | recompute_swiglu same bits: %s\n",
+               ok32 && ok16 && det && rec ? "PASS" : "FAIL", tc->name, l_cpu, l_32, e32, l_16, e16, det ? "yes" : "NO",
+               rec ? "yes" : "NO");
+        fails += !(ok32 && ok16 && det && rec);
         double worst32 = 0, worst16 = 0;
         for (int t = 0; t < pl.ntensors; t++) {
             const TensorInfo *ti = &pl.tensors[t];
@@ -187,7 +192,7 @@ int main(void) {
         }
         printf("    worst gradient relative error: fp32 %.2e, bf16 %.2e\n", worst32, worst16);
         params_layout_free(&pl);
-        free(params); free(g_cpu); free(g_32); free(g_16); free(g_16b); free(ids); free(tgt);
+        free(params); free(g_cpu); free(g_32); free(g_16); free(g_16b); free(g_16r); free(ids); free(tgt);
     }
     fails += check_decode(cpu, c32, c16, 2, -1); // the GEMV (M <= 4)
     fails += check_decode(cpu, c32, c16, 6, 7);  // packed documents; M = 6: the unfused ops behind the fused ones

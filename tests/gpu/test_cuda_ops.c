@@ -87,6 +87,9 @@ static void build_cases(int quick) {
     cases_swiglu(&g, 30, 40, 0, 0);
     cases_swiglu(&g, 9, 36, 1, 0); // F % 8 != 0 (bf16 scalar path), dgu = gu in place
     cases_swiglu(&g, 2048, 4096, 0, 1);
+    cases_swiglu(&g, 30, 40, 2, 0);     // y recomputed
+    cases_swiglu(&g, 9, 36, 3, 0);      // the scalar path, y over dy in place
+    cases_swiglu(&g, 2048, 4096, 3, 1); // recompute_swiglu's form at the 300M's F
     cases_delta(&g, (DeltaShape){1, 64, 1, 1, 16, 16, 0, 0, 1}, 0);   // one full chunk, smallest heads
     cases_delta(&g, (DeltaShape){2, 100, 2, 4, 32, 32, 8, 1, 1}, 0);  // B>1, GVA 2, strides, state, partial chunk
     cases_delta(&g, (DeltaShape){1, 40, 2, 2, 64, 64, 0, 0, 0}, 0);   // T < 64, real head size, no h_save
@@ -382,7 +385,7 @@ static void bench_call(void *vctx) {
         be->swiglu_fwd(p[0], p[1], I[0], I[1]);
         break;
     case BE_SWI_B:
-        be->swiglu_bwd(p[2], p[0], p[1], I[0], I[1]);
+        be->swiglu_bwd(p[2], p[3], p[0], p[1], I[0], I[1]);
         break;
     case BE_CE:
         be->lmhead_ce(p[0], p[1], p[2], p[3], p[4], p[5], I[0], I[1], I[2], 1.0f / I[0]);
@@ -590,8 +593,11 @@ static int run_bench(int small) {
         void *dgu = be->alloc((size_t)N * 2 * F * 2);
         x.which = BE_SWI_F, x.p[0] = sy, x.p[1] = gu, x.i[0] = N, x.i[1] = F;
         bench_report(&x, "swiglu_fwd F=4096", 3.0 * N * F * ab, 0);
-        x.which = BE_SWI_B, x.p[0] = sy, x.p[1] = gu, x.p[2] = dgu;
+        x.which = BE_SWI_B, x.p[0] = sy, x.p[1] = gu, x.p[2] = dgu, x.p[3] = NULL;
         bench_report(&x, "swiglu_bwd F=4096", 5.0 * N * F * ab, 0);
+        x.p[3] = sy; // recompute_swiglu: y recomputed over dy (the bench's dy is garbage after the first call)
+        bench_report(&x, "swiglu_bwd F=4096 +y", 6.0 * N * F * ab, 0);
+        x.p[3] = NULL;
         be->free(gu), be->free(sy), be->free(dgu);
     }
     { // lm head + CE
@@ -648,6 +654,7 @@ int main(int argc, char **argv) {
     check_conversion(g16);
     if (!only) check_bad_ids();
     if (!only || strstr("adamw_multi", only)) check_adamw_multi_per_run(g32, 0), check_adamw_multi_per_run(g16, 1);
+    if (!only || strstr("swiglu_bwd", only)) check_swiglu_recompute(g32), check_swiglu_recompute(g16);
     for (int x = 0; x < g_ncases; x++) {
         Case *c = &g_cases[x];
         if (only && !strstr(c->op, only)) continue;

@@ -38,8 +38,8 @@ static void run_matmul_bwd(const Backend *be, void **p, const Case *c) {
 static void run_swiglu_fwd(const Backend *be, void **p, const Case *c) { be->swiglu_fwd(p[1], p[0], c->i[0], c->i[1]); }
 
 static void run_swiglu_bwd(const Backend *be, void **p, const Case *c) {
-    // dy, gu, dgu (dgu may alias gu via c->alias)
-    be->swiglu_bwd(p[2], p[0], p[1], c->i[0], c->i[1]);
+    // dy, gu, dgu, y (dgu may alias gu, y dy, via c->alias; y may be NULL)
+    be->swiglu_bwd(p[2], p[3], p[0], p[1], c->i[0], c->i[1]);
 }
 
 static void run_lmhead_ce(const Backend *be, void **p, const Case *c) {
@@ -128,21 +128,31 @@ void cases_matmul(Rng *g, int M, int N, int K, int pad, int acc, int big) {
     fill_normal(add_t(c, "dW", K_F32, R_ACC, N, K, 0, F32_GEMM, B16_GEMM32), g, 0, 1);
 }
 
-void cases_swiglu(Rng *g, int N, int F, int alias, int big) {
+// mode 0: the gradient only; 1: dgu overwrites gu in place; 2: y recomputed too; 3: y overwrites dy in place (the
+// model's recompute_swiglu form)
+void cases_swiglu(Rng *g, int N, int F, int mode, int big) {
     Case *c = new_case("swiglu_fwd", run_swiglu_fwd, "N=%d F=%d", N, F);
     c->i[0] = N, c->i[1] = F, c->big = big;
     fill_normal(add_in(c, "gu", K_ACT, N, 2 * F, 0), g, 0, 2);
     add_t(c, "y", K_ACT, R_OUT, N, F, 0, F32_ORDER, B16_STORE);
 
-    c = new_case("swiglu_bwd", run_swiglu_bwd, "N=%d F=%d%s", N, F, alias ? " dgu=gu" : "");
+    static const char *what[] = {"", " dgu=gu", " +y", " +y y=dy"};
+    c = new_case("swiglu_bwd", run_swiglu_bwd, "N=%d F=%d%s", N, F, what[mode]);
     c->i[0] = N, c->i[1] = F, c->big = big;
-    fill_normal(add_in(c, "dy", K_ACT, N, F, 0), g, 0, 1);
+    Tensor *dy = add_in(c, "dy", K_ACT, N, F, 0);
+    fill_normal(dy, g, 0, 1);
     Tensor *gu = add_in(c, "gu", K_ACT, N, 2 * F, 0);
     fill_normal(gu, g, 0, 2);
     add_t(c, "dgu", K_ACT, R_OUT, N, 2 * F, 0, F32_ORDER, B16_STORE);
-    if (alias) { // the gradient overwrites gu in place
+    Tensor *y = add_t(c, "y", K_ACT, R_OUT, N, F, 0, F32_ORDER, B16_STORE); // the forward's tolerances
+    if (mode < 2) y->is_null = 1;
+    if (mode == 1) { // the gradient overwrites gu in place
         gu->role = R_ACC, gu->t32 = F32_ORDER, gu->t16 = B16_STORE;
         c->alias[2] = 1;
+    }
+    if (mode == 3) { // the recomputed y overwrites dy in place
+        dy->role = R_ACC, dy->t32 = F32_ORDER, dy->t16 = B16_STORE;
+        c->alias[3] = 0;
     }
 }
 
@@ -206,4 +216,40 @@ void cases_logits_stats(Rng *g, int rows, int V, int with_logprob, int big) {
     add_t(c, "argmax", K_I32, R_OUT, rows, 1, 1, F32_EXACT, B16_EXACT);
     Tensor *lp = add_t(c, "logprob", K_F32, R_OUT, rows, 1, 0, F32_ORDER, B16_FP32);
     if (!with_logprob) lp->is_null = 1;
+}
+
+// recompute_swiglu's claim, on one backend (its own kernels, not the CPU twin): the y swiglu_bwd recomputes,
+// over dy in place, is swiglu_fwd's y bit for bit, and the gradient is the bits it is without y; both widths of
+// F (the 16-byte vector path and the scalar one).
+void check_swiglu_recompute(const Backend *be) {
+    static const int shapes[2][2] = {{64, 4096}, {9, 36}};
+    Rng g = {0x5a1f};
+    for (int s = 0; s < 2; s++) {
+        const int N = shapes[s][0], F = shapes[s][1];
+        const size_t ny = (size_t)N * F, ab = (size_t)be->act_bytes;
+        float *h = xmalloc(ny * 2 * 4), *st = be->alloc(ny * 2 * 4);
+        void *gu = be->alloc(ny * 2 * ab), *dy = be->alloc(ny * ab), *y = be->alloc(ny * ab);
+        void *dgu0 = be->alloc(ny * 2 * ab), *dgu1 = be->alloc(ny * 2 * ab);
+        for (size_t e = 0; e < 2 * ny; e++) h[e] = 2 * rng_normal(&g);
+        be->memcpy_h2d(st, h, ny * 2 * 4);
+        be->to_act(gu, st, 2 * ny);
+        for (size_t e = 0; e < ny; e++) h[e] = rng_normal(&g);
+        be->memcpy_h2d(st, h, ny * 4);
+        be->to_act(dy, st, ny);
+        be->swiglu_fwd(y, gu, N, F);
+        be->swiglu_bwd(dgu0, NULL, dy, gu, N, F);
+        be->swiglu_bwd(dgu1, dy, dy, gu, N, F); // dy now holds the recomputed y
+        char *a = xmalloc(ny * 2 * ab), *b = xmalloc(ny * 2 * ab);
+        be->memcpy_d2h(a, y, ny * ab), be->memcpy_d2h(b, dy, ny * ab);
+        int same_y = !memcmp(a, b, ny * ab);
+        be->memcpy_d2h(a, dgu0, ny * 2 * ab), be->memcpy_d2h(b, dgu1, ny * 2 * ab);
+        int same_g = !memcmp(a, b, ny * 2 * ab);
+        g_checks++;
+        if (!(same_y && same_g)) g_failures++;
+        printf("%s %-62s %s  recomputed y = swiglu_fwd's: %s, dgu unchanged: %s\n", same_y && same_g ? "PASS" : "FAIL",
+               s ? "swiglu_bwd y=dy vs swiglu_fwd N=9 F=36" : "swiglu_bwd y=dy vs swiglu_fwd N=64 F=4096",
+               ab == 2 ? "bf16" : "fp32", same_y ? "bits" : "NO", same_g ? "bits" : "NO");
+        free(a), free(b), free(h);
+        be->free(st), be->free(gu), be->free(dy), be->free(y), be->free(dgu0), be->free(dgu1);
+    }
 }

@@ -113,7 +113,7 @@ void report_abort(void); // atexit: names the case that was running if the backe
 void cases_embedding(Rng *g, int N, int h, int V);
 void cases_rmsnorm(Rng *g, int N, int h, int resid, int alias_s, int big);
 void cases_matmul(Rng *g, int M, int N, int K, int pad, int acc, int big);
-void cases_swiglu(Rng *g, int N, int F, int alias, int big);
+void cases_swiglu(Rng *g, int N, int F, int mode, int big);
 void cases_lmhead(Rng *g, int N, int h, int V, int with_grad, int chunk_rows, int big);
 void cases_logits_stats(Rng *g, int rows, int V, int with_logprob, int big);
 // gdn: the GDN mixer's ops (short conv, doc starts, L2 norm, gates, gated RMSNorm, the chunked delta rule)
@@ -143,6 +143,7 @@ void cases_adamw_multi(Rng *g, int layout, int step);
 void cases_clip_scale(Rng *g, float sumsq, float max_norm);
 // adamw_multi vs adamw per run on one backend (bf16: its bf16 mode), bit for bit; prints and counts its checks
 void check_adamw_multi_per_run(const Backend *be, int bf16);
+void check_swiglu_recompute(const Backend *be);
 void cases_sum(Rng *g, int n);
 // decode: the fused GDN token mixer (eods: some sequences fed EOD), the GEMMs with the norm / SwiGLU fused in
 void cases_gdn_decode(Rng *g, int B, int H, int HV, int dk, int dv, int K, int pad, int eods);
