@@ -414,7 +414,7 @@ static void mlp_bwd(Model *m, int l, int N, const void *dout) {
     } else {
         be->matmul_bwd(m->dH, d->F, GF(m, w->down_proj), dout, d->h, b->Hh, d->F, WA(m, w->down_proj), N, d->h,
                        d->F, 0);
-        be->swiglu_bwd(m->dGU, m->dH, m->dH, b->GU, N, d->F);
+        be->swiglu_bwd(m->dGU, NULL, m->dH, b->GU, N, d->F);
     }
     be->matmul_bwd(m->dy, d->h, GF(m, w->gate_proj), m->dGU, 2 * d->F, b->y_mlp, d->h, WA(m, w->gate_proj), N,
                    2 * d->F, d->h, 0);

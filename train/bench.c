@@ -14,9 +14,10 @@
 // The bench's random numbers (token ids, document lengths, the calibration's data): a 64-bit LCG step.
 static uint64_t lcg_next(uint64_t *r) { return *r = *r * 6364136223846793005ull + 1442695040888963407ull; }
 
-// The backend's GEMM rate on one of the step's shapes: y [M, N] = x [M, K] . W [N, K]^T with random act data (zeros would draw less power and run faster), one warm-up call, then reps
-// calls timed together. With the step's other big shape it forms the ceiling the step's GEMMs run against: MFU
-// against it says how far the whole step is from doing nothing but GEMMs at this backend's rate.
+// The backend's GEMM rate on one of the step's shapes: y [M, N] = x [M, K] . W [N, K]^T with random act data
+// (zeros would draw less power and run faster), one warm-up call, then reps calls timed together. With the
+// step's other big shape it forms the ceiling the step's GEMMs run against: MFU against it says how far the
+// whole step is from doing nothing but GEMMs at this backend's rate.
 static double gemm_rate(const Backend *be, int M, int N, int K, int reps) {
     const size_t nx = (size_t)M * K, nw = (size_t)N * K, nmax = nx > nw ? nx : nw;
     float *h = xmalloc(nmax * sizeof(float));
