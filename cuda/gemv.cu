@@ -3,14 +3,18 @@
 //
 // Why: at M = 1 a decode step is ~150 dependent kernels, each a few microseconds of launch and drain, while
 // the weights are read in ~0.13 ms (notes/PERF.md, v0.3). A GEMM at M = 1 is a weight read: one warp per output
-// row of W reads it with 16-byte loads and dots it with the M input rows, fp32 accumulation, a fixed lane order
-// and warp_sum (deterministic). The input rows (K values each) are staged in shared memory as fp32 by every
+// row of W (or S warps, each over a slice of K, for long K and few rows) reads it with 16-byte loads and dots it
+// with the M input rows, fp32 accumulation, a fixed lane order, warp_sum and the slices added in order
+// (deterministic). A warp's first weight loads are issued before the staging below, and each batch of loads
+// while the previous one is being used: the kernel waits on DRAM latency about once per block, not per row. The input rows (K values each) are staged in shared memory as fp32 by every
 // block, which is where the norm or SwiGLU before the GEMM fuses in: a block recomputes the norm of its rows
 // (K = h values, a few microseconds of L2 reads less than the kernel it saves) and block 0 writes s_out.
 // Roundings as the unfused ops: the staged row is rounded to act (rmsnorm_fwd's and swiglu_fwd's stored
 // outputs), y once from the fp32 sum (+ y with accumulate, as cuBLASLt's beta = 1). Larger M: the unfused ops
 // (cuBLASLt).
 #include "cuda/common.cuh"
+
+#include <type_traits>
 
 // GEMV_MAX_M: each 16-byte weight load is dotted with M staged rows read from shared memory (M x 32 bytes per lane);
 // past ~4 rows those reads, not the weights, bound the kernel (~8x the weight bytes at M = 4 against shared memory's
@@ -38,8 +42,10 @@ template <typename T, int MT> __device__ void gemv_stage(const GemvArgs &a, floa
             continue;
         }
         if (a.mode == GV_PLAIN) {
+#pragma unroll 4
             for (int k = threadIdx.x; k < a.K; k += blockDim.x) row[k] = to_f(x[(size_t)m * a.ldx + k]);
         } else if (a.mode == GV_SWIGLU) { // x = gu [M, 2K]
+#pragma unroll 4
             for (int k = threadIdx.x; k < a.K; k += blockDim.x) {
                 const float g = to_f(x[(size_t)m * 2 * a.K + k]), u = to_f(x[(size_t)m * 2 * a.K + a.K + k]);
                 row[k] = rnd<T>(g * sigmoid_f(g) * u);
@@ -59,34 +65,96 @@ template <typename T, int MT> __device__ void gemv_stage(const GemvArgs &a, floa
     }
 }
 
-// grid (min(ceil(N / 8), 4 SMs), ceil(M / MT)), 8 warps; warp w of block x owns output rows n = 8x + w, then
-// + 8 gridDim.x. VEC: W rows in 16-byte vectors (K a multiple of 16 / sizeof(T), W 16-byte aligned).
-template <typename T, int MT, bool VEC> __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_kernel(GemvArgs a) {
+// The weight loads of one lane: GEMV_U vectors of one output row at a time, kept raw (not unpacked) so that a
+// batch can be issued long before its first use (before the staging, or during the previous batch's FMAs).
+// Lane `lane` of slice s (of S) holds vectors j = 0, 1, ... at k = ((j S + s) 32 + lane) V: per lane the k
+// order is ascending (the unsplit kernel's order when S = 1), each warp load is 512 contiguous bytes.
+enum { GEMV_U = 4 };
+template <typename T, bool VEC> struct GemvRaw {
+    using type = typename std::conditional<VEC, uint4, T>::type;
+};
+template <typename T, bool VEC, int S>
+__device__ __forceinline__ void gemv_load(typename GemvRaw<T, VEC>::type (&raw)[GEMV_U], const T *W, int n, int N,
+                                          int K, int j0, int s, int lane) {
+    constexpr int V = VEC ? 16 / (int)sizeof(T) : 1;
+    if (n >= N) return;
+    const T *wr = W + (size_t)n * K;
+#pragma unroll
+    for (int u = 0; u < GEMV_U; u++) {
+        const int k = (((j0 + u) * S + s) * 32 + lane) * V;
+        if (k < K) {
+            if constexpr (VEC) raw[u] = *reinterpret_cast<const uint4 *>(wr + k);
+            else raw[u] = wr[k];
+        }
+    }
+}
+
+// grid (min(ceil(N / R), 4 per SM), ceil(M / MT)), 8 warps; R = 8 / S output rows per block and round: warp w
+// dots row n = R x + w / S (then + R gridDim.x) over its K slice s = w % S. S > 1 (long K, few rows: more loads
+// in flight): the S warps' warp_sum partials are added in slice order 0..S-1 through shared memory (fixed order,
+// no atomics). VEC: W rows in 16-byte vectors (K a multiple of 16 / sizeof(T), W 16-byte aligned).
+template <typename T, int MT, bool VEC, int S>
+__global__ void __launch_bounds__(32 * GEMV_WARPS, 2) gemv_kernel(GemvArgs a) {
     CU_DYN_SMEM(float, xs);
+    __shared__ float red[GEMV_WARPS][MT];
+    constexpr int V = VEC ? 16 / (int)sizeof(T) : 1, R = GEMV_WARPS / S;
     const int m0 = blockIdx.y * MT, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r = warp / S, s = warp % S, K = a.K, N = a.N;
+    const int J = (K + 32 * V * S - 1) / (32 * V * S); // vectors per lane and row (the last ones may be past K)
+    const T *W = (const T *)a.W;
+    using Raw = typename GemvRaw<T, VEC>::type;
+    Raw raw[GEMV_U];
+    // the first row's first batch, before the staging: it does not depend on the input rows
+    gemv_load<T, VEC, S>(raw, W, blockIdx.x * R + r, N, K, 0, s, lane);
     gemv_stage<T, MT>(a, xs, m0);
     __syncthreads();
-    constexpr int V = VEC ? 16 / (int)sizeof(T) : 1;
-    const T *W = (const T *)a.W;
-    for (int n = blockIdx.x * GEMV_WARPS + warp; n < a.N; n += gridDim.x * GEMV_WARPS) {
-        const T *wr = W + (size_t)n * a.K;
+    for (int nb = blockIdx.x; nb * R < N; nb += gridDim.x) { // uniform per block: the barriers below are safe
+        const int n = nb * R + r, n_next = n + (int)gridDim.x * R;
         float acc[MT];
 #pragma unroll
         for (int mm = 0; mm < MT; mm++) acc[mm] = 0.0f;
-#pragma unroll 4
-        for (int k = lane * V; k < a.K; k += 32 * V) {
-            float w[V];
-            load_vec<T, V>(w, wr + k);
+        for (int j0 = 0; j0 < J; j0 += GEMV_U) {
+            Raw cur[GEMV_U];
 #pragma unroll
-            for (int mm = 0; mm < MT; mm++) {
-                const float *xr = xs + (size_t)mm * a.K + k;
+            for (int u = 0; u < GEMV_U; u++) cur[u] = raw[u];
+            // the next batch (this row's or the next row's first) is in flight during this batch's FMAs
+            if (j0 + GEMV_U < J) gemv_load<T, VEC, S>(raw, W, n, N, K, j0 + GEMV_U, s, lane);
+            else gemv_load<T, VEC, S>(raw, W, n_next, N, K, 0, s, lane);
+            if (n < N) {
 #pragma unroll
-                for (int v = 0; v < V; v++) acc[mm] += w[v] * xr[v];
+                for (int u = 0; u < GEMV_U; u++) {
+                    const int k = (((j0 + u) * S + s) * 32 + lane) * V;
+                    if (k < K) {
+                        float w[V];
+                        if constexpr (VEC) unpack_vec<T, V>(w, cur[u]);
+                        else w[0] = to_f(cur[u]);
+#pragma unroll
+                        for (int mm = 0; mm < MT; mm++) {
+                            const float *xr = xs + (size_t)mm * K + k;
+#pragma unroll
+                            for (int v = 0; v < V; v++) acc[mm] += w[v] * xr[v];
+                        }
+                    }
+                }
             }
         }
 #pragma unroll
         for (int mm = 0; mm < MT; mm++) acc[mm] = warp_sum(acc[mm]);
-        if (lane == 0)
+        if constexpr (S > 1) {
+            if (lane == 0)
+#pragma unroll
+                for (int mm = 0; mm < MT; mm++) red[warp][mm] = acc[mm];
+            __syncthreads();
+            if (s == 0 && lane == 0)
+#pragma unroll
+                for (int mm = 0; mm < MT; mm++) {
+                    float t = 0.0f;
+                    for (int q = 0; q < S; q++) t += red[warp + q][mm]; // slice order
+                    acc[mm] = t;
+                }
+            __syncthreads(); // the next round's partials overwrite red
+        }
+        if (n < N && s == 0 && lane == 0)
             for (int mm = 0; mm < MT && m0 + mm < a.M; mm++) {
                 T *yp = (T *)a.y + (size_t)(m0 + mm) * a.ldy + n;
                 *yp = from_f<T>(a.accumulate ? acc[mm] + to_f(*yp) : acc[mm]);
@@ -94,12 +162,31 @@ template <typename T, int MT, bool VEC> __global__ void __launch_bounds__(32 * G
     }
 }
 
-template <typename T, int MT> static void gemv_launch_mt(const GemvArgs &a, bool vec) {
+// S (K slices per output row): more warps, each with fewer loads to wait for, while the grid has fewer than
+// ~4096 warps (~32 per SM on an H200) and each lane keeps at least one vector per row
+static int gemv_slices(int N, int K, int V, int ytiles) {
+    int S = 1;
+    while (S < 4 && (size_t)N * S * ytiles < 4096 && K >= 2 * S * 32 * V) S *= 2;
+    return S;
+}
+
+template <typename T, int MT, bool VEC, int S> static void gemv_launch_s(const GemvArgs &a) {
     const size_t smem = (size_t)MT * a.K * sizeof(float);
-    unsigned gx = cu_blocks((size_t)a.N, GEMV_WARPS), cap = 4u * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
+    unsigned gx = cu_blocks((size_t)a.N, GEMV_WARPS / S), cap = 4u * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
     const dim3 grid(gx < cap ? gx : cap, (unsigned)((a.M + MT - 1) / MT));
-    if (vec) cu_launch("gemv", gemv_kernel<T, MT, true>, grid, dim3(32 * GEMV_WARPS), smem, a);
-    else cu_launch("gemv", gemv_kernel<T, MT, false>, grid, dim3(32 * GEMV_WARPS), smem, a);
+    cu_launch("gemv", gemv_kernel<T, MT, VEC, S>, grid, dim3(32 * GEMV_WARPS), smem, a);
+}
+
+template <typename T, int MT, bool VEC> static void gemv_launch_v(const GemvArgs &a) {
+    const int S = gemv_slices(a.N, a.K, VEC ? 16 / (int)sizeof(T) : 1, (a.M + MT - 1) / MT);
+    if (S == 4) gemv_launch_s<T, MT, VEC, 4>(a);
+    else if (S == 2) gemv_launch_s<T, MT, VEC, 2>(a);
+    else gemv_launch_s<T, MT, VEC, 1>(a);
+}
+
+template <typename T, int MT> static void gemv_launch_mt(const GemvArgs &a, bool vec) {
+    if (vec) gemv_launch_v<T, MT, true>(a);
+    else gemv_launch_v<T, MT, false>(a);
 }
 
 // Whether the GEMV takes this shape: few rows, and their staged inputs fit in shared memory (at least 2 rows).

@@ -177,6 +177,26 @@ static void build_cases(int quick) {
     cases_gdn_decode(&g, 2, 1, 16, 16, 128, 4, 2, 1); // G*dv = 2048 past the kernel's limit: the unfused ops
     cases_state_reset(&g, 5, 9, 300);                 // prefill rows ending in EOD: a conv state's size
     cases_state_reset(&g, 4, 1, 70000);               // decode, rows longer than one block's span
+    // the GEMV's shape paths (S warps per row over slices of K, several rounds per block, the next row's loads
+    // issued early): the 300M's four shapes at batch 1 and 3/4 (appended, as above)
+    cases_matmul(&g, 1, 1024, 512, 0, 0, 0);          // o_proj at batch 1: 2 slices
+    cases_matmul(&g, 4, 1024, 512, 0, 1, 0);          // o_proj at batch 4, accumulate
+    cases_rmsnorm_matmul(&g, 1, 8192, 1024, 1, 0);    // gate|up at batch 1: 1 slice, 2 rounds per block
+    cases_rmsnorm_matmul(&g, 3, 8192, 1024, 1, 1);    // gate|up at batch 3, strided y
+    cases_rmsnorm_matmul(&g, 3, 1552, 1024, 1, 0);    // in_proj at batch 3: 4 slices, 2 rounds
+    cases_rmsnorm_matmul(&g, 2, 1553, 1024, 0, 0);    // a row past N in the last round (its warps keep the barriers)
+    cases_swiglu_matmul(&g, 4, 1024, 4096, 0);        // down at batch 4: 4 slices
+    cases_swiglu_matmul(&g, 3, 1024, 4096, 1);        // down at batch 3, strided y
+    cases_matmul(&g, 2, 45, 999, 1, 0, 0);            // scalar loads (K odd) in 4 slices, the last ones past K
+    // the fused decode mixer's split over several blocks per (sequence, q/k head) at small B (32-column parts)
+    cases_gdn_decode(&g, 1, 4, 4, 64, 40, 4, 0, 0);   // batch 1, G = 1, dv = 40: a part of 8 columns
+    cases_gdn_decode(&g, 1, 2, 4, 32, 48, 4, 1, 0);   // batch 1, G = 2, a part across two v heads, strides
+    cases_gdn_decode(&g, 3, 1, 4, 64, 24, 4, 2, 1);   // batch 3, G = 4, dv = 24, EOD
+    cases_gdn_decode(&g, 3, 2, 2, 128, 72, 3, 0, 1);  // batch 3, G = 1, dk = 128, K = 3, EOD
+    cases_gdn_decode(&g, 1, 1, 4, 64, 64, 4, 0, 0);   // batch 1, G = 4: eight parts
+    cases_gdn_decode(&g, 3, 2, 4, 16, 40, 2, 0, 1);   // K = 2, dv = 40, EOD
+    cases_gdn_decode(&g, 16, 4, 16, 32, 64, 4, 0, 1); // batch 16: four parts of 64 columns (two slices each)
+    cases_gdn_decode(&g, 40, 4, 16, 32, 32, 4, 0, 1); // batch 40: enough groups, one block each
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)
