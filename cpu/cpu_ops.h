@@ -116,7 +116,7 @@ void cpu_rope_cs(float *c, float *s, int p, int d, float theta);
 
 // ---- tied lm head + cross-entropy (cpu/lmhead_ce.c). dE may be NULL (then only dy is produced).
 void cpu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets, int N,
-                   int h, int V, float loss_scale);
+                   int h, int V, const float *loss_scale);
 void cpu_lmhead_logits(float *logits, const void *y, const void *E, int N, int h, int V);
 // Vectorised exp loops (cpu/softmax_simd.c): sum_c exp(l[c] - mx) (float blocks of 1024, added in double),
 // and l[c] = exp(l[c] - mx) * scale in place.

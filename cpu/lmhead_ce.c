@@ -18,8 +18,10 @@ static int ce_rows(int V) {
 }
 
 void cpu_lmhead_ce(float *losses, void *dy_, float *dE, const void *y_, const void *E_, const int32_t *targets, int N,
-                   int h, int V, float loss_scale) {
+                   int h, int V, const float *loss_scale_) {
     CPU_REQUIRE(losses && y_ && E_ && targets, "lmhead_ce", "NULL pointer (losses, y, E, targets)");
+    CPU_REQUIRE(!dy_ || loss_scale_, "lmhead_ce", "a gradient asked for without loss_scale");
+    const float loss_scale = dy_ ? *loss_scale_ : 0.0f;
     CPU_REQUIRE(h > 0 && V > 0, "lmhead_ce", "bad shape h=%d V=%d", h, V);
     for (int n = 0; n < N; n++)
         if (targets[n] >= V)

@@ -186,6 +186,12 @@ static void *cu_capture_end(void) {
         cudaGetLastError(); // a failed capture leaves its error behind; the caller runs the ops directly
         return NULL;
     }
+    // The graph's scratch (cu_scratch inside the capture) lives in the graph's own memory; what the same ops
+    // left cached in the stream pool when they ran directly is not needed by the replays: give it back.
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, g_cu.device) == cudaSuccess && cudaStreamSynchronize(g_cu.stream) == cudaSuccess)
+        cudaMemPoolTrimTo(pool, 0);
+    cudaGetLastError();
     return exec;
 }
 static void cu_graph_launch(void *g) { CU_CHECK(cudaGraphLaunch((cudaGraphExec_t)g, g_cu.stream)); }

@@ -3,10 +3,12 @@
 //   logits[R, V] = y_chunk . E^T               (cuBLASLt, fp32 accumulation, stored in the act dtype: fp32, or
 //                                               bf16 as FLA's lm_head gives them under autocast, which halves
 //                                               the bytes of the memory-bound softmax pass)
-//   per row: max, sum exp, loss = lse - logit[target]; dlogits = (softmax - onehot) * loss_scale
+//   per row: max, sum exp, loss = lse - logit[target]; dlogits = (softmax - onehot) * loss_scale,
 //            written in act dtype over the logits, in place, for the backward GEMMs (a block per row; for
 //            bf16 logits a grid of a few blocks per multiprocessor walks the rows)
 //   dy_chunk = dlogits . E;  dE += dlogits^T . y_chunk (fp32, beta = 1)
+// loss_scale is read from device memory when the kernels run, so a recorded training step (model_fwd_bwd's
+// graph) replays with the scale of the step it runs for.
 // Ignored targets (< 0) give loss 0 and a zero dlogits row. Targets >= V are reported (device error
 // record, checked at the next sync) and treated as ignored.
 #include <stdlib.h>
@@ -37,7 +39,8 @@ __device__ __forceinline__ int ce_row_target(T *dl, int V, const int32_t *target
 // logits fp32 [rows, V] in; dlogits (act dtype, may alias the logits when act is fp32) out.
 template <typename T>
 __global__ void ce_rows_kernel(const float *logits, T *dlogits, int V, const int32_t *targets, float *losses,
-                               int want_grad, float loss_scale, int row0, CuDevError *err) {
+                               int want_grad, const float *loss_scale_p, int row0, CuDevError *err) {
+    const float loss_scale = want_grad ? *loss_scale_p : 0.0f;
     const int r = blockIdx.x;
     const float *l = logits + (size_t)r * V;
     T *dl = dlogits + (size_t)r * V;
@@ -75,7 +78,8 @@ template <typename T> struct alignas(4 * sizeof(T)) Quad {
 };
 template <typename T>
 __global__ void ce_rows_vec_kernel(const float *logits, T *dlogits, int V, const int32_t *targets, float *losses,
-                                   int want_grad, float loss_scale, int row0, CuDevError *err) {
+                                   int want_grad, const float *loss_scale_p, int row0, CuDevError *err) {
+    const float loss_scale = want_grad ? *loss_scale_p : 0.0f;
     const int r = blockIdx.x, V4 = V / 4;
     const float4 *l4 = reinterpret_cast<const float4 *>(logits + (size_t)r * V);
     Quad<T> *d4 = reinterpret_cast<Quad<T> *>(dlogits + (size_t)r * V);
@@ -129,7 +133,8 @@ __device__ __forceinline__ void unpack8(const uint4 &q, float x[8]) {
 // order i = t, t + blockDim.x, ..., so the sums are those of one block per row.
 enum { CE_UNROLL = 4 };
 __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets, float *losses, int want_grad,
-                                    float loss_scale, int rows, int row0, CuDevError *err) {
+                                    const float *loss_scale_p, int rows, int row0, CuDevError *err) {
+    const float loss_scale = want_grad ? *loss_scale_p : 0.0f;
     const int V8 = V / 8, step = blockDim.x;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         bf16 *row = logits + (size_t)r * V;
@@ -205,8 +210,9 @@ static unsigned ce_bf16_grid(int rows) {
 
 template <typename T>
 static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets,
-                         int N, int h, int V, float loss_scale) {
+                         int N, int h, int V, const float *loss_scale) {
     CU_REQUIRE(losses && y && E && targets, "lmhead_ce", "NULL pointer (losses, y, E, targets)");
+    CU_REQUIRE(!dy || loss_scale, "lmhead_ce", "a gradient asked for without loss_scale");
     CU_REQUIRE(N >= 0 && h > 0 && V > 0, "lmhead_ce", "bad shape N=%d h=%d V=%d", N, h, V);
     if (N == 0) return;
     // bf16 with V % 8 == 0: bf16 logits, the gradient in place (one buffer); else fp32 logits and, for bf16 act,

@@ -222,10 +222,12 @@ typedef struct Backend {
 
     // ---- tied lm head + cross-entropy, never materialising all [N, V] logits at once.
     // logits_n = y[n,:] . E^T. For targets[n] >= 0: losses[n] = logsumexp(logits_n) - logits_n[targets[n]];
-    // targets[n] < 0: losses[n] = 0 and no gradient. If dy != NULL: dy = d(loss_scale * sum_n losses[n])/dy
-    // (overwrite) and dE += the same w.r.t. E. targets is backend memory.
+    // targets[n] < 0: losses[n] = 0 and no gradient. If dy != NULL: dy = d(*loss_scale * sum_n losses[n])/dy
+    // (overwrite) and dE += the same w.r.t. E. targets and loss_scale [1] are backend memory (the scale is read
+    // when the op runs, so a recorded training step replays with each step's scale); loss_scale may be NULL
+    // when dy is.
     void (*lmhead_ce)(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets,
-                      int N, int h, int V, float loss_scale);
+                      int N, int h, int V, const float *loss_scale);
     // logits[N, V] fp32 (inference, eval).
     void (*lmhead_logits)(float *logits, const void *y, const void *E, int N, int h, int V);
     // Per row r of logits [rows, V] fp32: argmax[r] = index of the largest logit (ties: the lowest index, as

@@ -109,7 +109,7 @@
     X(swiglu_bwd, (void *dgu, void *y, const void *dy, const void *gu, int N, int F), (dgu, y, dy, gu, N, F), 0, 0) \
     X(lmhead_ce,                                                                                                    \
       (float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets, int N, int h, int V, \
-       float loss_scale),                                                                                           \
+       const float *loss_scale),                                                                                    \
       (losses, dy, dE, y, E, targets, N, h, V, loss_scale), 0, 0)                                                   \
     X(lmhead_logits, (float *logits, const void *y, const void *E, int N, int h, int V), (logits, y, E, N, h, V), 0, \
       0)                                                                                                            \
@@ -204,6 +204,8 @@ const Backend *backend_profiled(const Backend *be) {
     if (be->name) g_prof.table.name = prof_##name;
     PROFILED_OPS(INSTALL)
 #undef INSTALL
+    // timestamps may not be taken inside a capture: the profiled model runs its ops one by one
+    g_prof.table.capture_begin = NULL;
     return &g_prof.table;
 }
 

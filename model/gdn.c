@@ -8,6 +8,7 @@
 // RMSNorm_k'(dy_k) + ds_{k+1}.
 #include "gdn.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,8 +151,15 @@ static void ensure_acts(Model *m, int B, int T) {
             m->training ? "training" : "inference", bytes / 1048576.0, bytes);
 }
 
+static void step_graph_drop(Model *m) {
+    if (m->step_graph) m->be->graph_free(m->step_graph);
+    m->step_graph = NULL;
+    m->step_graph_calls = 0;
+}
+
 void model_free(Model *m) {
     if (!m) return;
+    step_graph_drop(m);
     free_acts(m);
     const Backend *be = m->be;
     if (m->wact != (void *)m->params) be->free(m->wact);
@@ -352,7 +360,7 @@ void model_decode_step(Model *m, InferState *st, const int32_t *feed, int32_t *a
 void model_token_losses(Model *m, const int32_t *targets, float *losses) {
     int N = m->B * m->T;
     m->be->memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int32_t));
-    m->be->lmhead_ce(m->losses, NULL, NULL, m->y_final, WA(m, m->lay.embeddings), m->targets, N, m->d.h, m->d.V, 1.0f);
+    m->be->lmhead_ce(m->losses, NULL, NULL, m->y_final, WA(m, m->lay.embeddings), m->targets, N, m->d.h, m->d.V, NULL);
     m->be->memcpy_d2h(losses, m->losses, (size_t)N * sizeof(float));
 }
 
@@ -420,19 +428,16 @@ static void mlp_bwd(Model *m, int l, int N, const void *dout) {
                    2 * d->F, d->h, 0);
 }
 
-void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, int T, float loss_scale, int slot) {
-    if (!m->training) die("model_fwd_bwd on a model created for inference");
-    if (slot < 0 || slot >= 32) die("loss slot %d out of range", slot);
+// Everything model_fwd_bwd runs on the backend, from the ids, targets and loss scale already in backend memory
+// (no host round trip: a graph can record it). The loss sum goes to scalar slot `slot`.
+static void fwd_bwd_ops(Model *m, int B, int T, int slot) {
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
     int N = B * T;
-    for (int i = 0; i < N; i++)
-        if (targets[i] >= d->V) die("label id %d at position %d is outside the vocabulary [0, %d)", targets[i], i, d->V);
-    model_forward(m, ids, B, T);
-    be->memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int32_t));
+    forward_tokens(m, m->ids, B, T, NULL);
     // loss and dy_final in one pass over the vocabulary; dE (tied) accumulates here and in embedding_bwd
     be->lmhead_ce(m->losses, m->dy, GF(m, m->lay.embeddings), m->y_final, WA(m, m->lay.embeddings), m->targets, N,
-                  d->h, d->V, loss_scale);
+                  d->h, d->V, m->scalars + MODEL_SLOT_LOSS_SCALE);
     be->sum(m->scalars + slot, m->losses, (size_t)N);
     // ds ping-pongs between ds0/ds1: `next` holds ds_{k+1}, `cur` receives ds_k
     void *next = m->ds0, *cur = m->ds1, *tmp;
@@ -455,6 +460,48 @@ void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, 
     }
     be->embedding_bwd(GF(m, m->lay.embeddings), next, m->ids, N, d->h, d->V);
     if (m->grad_ready) m->grad_ready(m, m->lay.embeddings, (size_t)d->V * d->h); // tied: final only now
+}
+
+void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, int T, float loss_scale, int slot) {
+    if (!m->training) die("model_fwd_bwd on a model created for inference");
+    if (slot < 0 || slot >= 32) die("loss slot %d out of range", slot);
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    int N = B * T;
+    for (int i = 0; i < N; i++)
+        if (targets[i] >= d->V) die("label id %d at position %d is outside the vocabulary [0, %d)", targets[i], i, d->V);
+    check_ids(m, ids, (size_t)N, "input");
+    ensure_acts(m, B, T);
+    // memcpy_h2d is ordered after the ops before it (a replayed graph still reading the last batch included)
+    be->memcpy_h2d(m->ids, ids, (size_t)N * sizeof(int32_t));
+    be->memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int32_t));
+    be->memcpy_h2d(m->scalars + MODEL_SLOT_LOSS_SCALE, &loss_scale, sizeof loss_scale);
+    const int graphs = m->cfg.enable_cuda_graph && be->capture_begin && !m->grad_ready && !m->params_needed;
+    if (!graphs) {
+        fwd_bwd_ops(m, B, T, slot);
+        return;
+    }
+    if (m->step_graph_B != B || m->step_graph_T != T || (m->step_graph && m->step_graph_gen != m->acts_gen)) {
+        step_graph_drop(m); // another shape, or the activations moved: record anew
+        m->step_graph_B = B, m->step_graph_T = T;
+    }
+    if (!m->step_graph && m->step_graph_calls++ >= 1 && be->capture_begin() == 0) {
+        // the first call at a shape runs directly (GEMM plans, scratch sizes); the second is recorded
+        fwd_bwd_ops(m, B, T, MODEL_SLOT_GRAPH_LOSS);
+        m->step_graph = be->capture_end();
+        m->step_graph_gen = m->acts_gen;
+        if (!m->step_graph) { // the capture failed, so nothing ran: run the ops, and stop trying at this shape
+            fwd_bwd_ops(m, B, T, slot);
+            m->step_graph_calls = INT_MIN / 2; // (counts up from here: never 1 again)
+            return;
+        }
+    }
+    if (!m->step_graph) {
+        fwd_bwd_ops(m, B, T, slot);
+        return;
+    }
+    be->graph_launch(m->step_graph);
+    be->memcpy_d2d(m->scalars + slot, m->scalars + MODEL_SLOT_GRAPH_LOSS, sizeof(float));
 }
 
 double model_read_loss_slots(Model *m, int nslots) {

@@ -35,7 +35,9 @@ typedef struct {
     AttnState attn;
 } LayerState;
 
-enum { MODEL_SLOT_SUMSQ = 32, MODEL_SLOT_GSCALE = 33 }; // Model.scalars after the 32 loss slots
+// Model.scalars after the 32 loss slots: the gradients' sum of squares, the clip scale, the micro-batch's loss
+// scale (lmhead_ce reads it there), and the loss sum of a recorded fwd+bwd (copied to the caller's slot after)
+enum { MODEL_SLOT_SUMSQ = 32, MODEL_SLOT_GSCALE = 33, MODEL_SLOT_LOSS_SCALE = 34, MODEL_SLOT_GRAPH_LOSS = 35 };
 
 typedef struct Model {
     Config cfg;
@@ -74,6 +76,10 @@ typedef struct Model {
     const int32_t *step_ids;
     struct { const void *x, *resid; void *s_out; const float *w; } in_norm;
     unsigned acts_gen;      // bumped when the activations move (graphs recorded against them are stale)
+    // enable_cuda_graph: model_fwd_bwd's device ops recorded once per shape and replayed (NULL: none yet)
+    void *step_graph;
+    int step_graph_B, step_graph_T, step_graph_calls; // the recorded shape; calls at that shape so far
+    unsigned step_graph_gen;                          // acts_gen when recorded
     // issue 19: called by the backward once parameter gradients [first_param_offset, +count) are final for this
     // micro-batch (each block, the final norm, the tied embedding last); NULL: nobody listens
     void (*grad_ready)(struct Model *m, size_t first_param_offset, size_t count);
@@ -140,7 +146,9 @@ void model_token_losses(Model *m, const int32_t *targets, float *losses);
 // Logits of rows [row0, row0+nrows) after model_forward, into host out [nrows, V].
 void model_logits(Model *m, int row0, int nrows, float *out);
 // Forward + backward of one micro-batch; grads accumulate. The loss sum lands in scalar slot `slot`
-// (< 32) and gradients are of loss_scale * sum(token losses).
+// (< 32) and gradients are of loss_scale * sum(token losses). With cfg.enable_cuda_graph on a backend with
+// graphs (and no grad_ready / params_needed hooks), the second call at a shape records the device ops and
+// later calls replay them: the same kernels in the same order, so the same bits.
 void model_fwd_bwd(Model *m, const int32_t *ids, const int32_t *targets, int B, int T, float loss_scale, int slot);
 double model_read_loss_slots(Model *m, int nslots); // sum of slots 0..nslots-1 (synchronises)
 // The gradients' sum of squares and Megatron's clip scale from it (max_norm <= 0: 1), both left in backend

@@ -35,6 +35,59 @@ static double step(const Backend *be, const Config *c, const float *params, cons
     return loss;
 }
 
+// Training steps of two micro-batches each (other tokens and another loss scale every micro-batch, loss slots 0
+// and 1), clip and AdamW; with enable_cuda_graph the second micro-batch on records the graph and the rest replay
+// it. Returns the loss sums of every step [steps], and the final gradients and weights; *recorded says whether
+// a graph was in use at the end.
+static void train_steps(const Backend *be, const Config *c, const float *params, const int32_t *ids, int steps,
+                        double *losses, float *grads, float *weights, int *recorded) {
+    Model *m = model_create(c, be, 1);
+    model_set_params(m, params);
+    int B = c->micro_batch_size, T = c->seq_length, N = B * T;
+    int32_t *in = xmalloc((size_t)N * 4), *tg = xmalloc((size_t)N * 4);
+    for (int s = 0; s < steps; s++) {
+        model_zero_grads(m);
+        for (int mu = 0; mu < 2; mu++) {
+            int valid = 0;
+            for (int i = 0; i < N; i++) { // micro-batch (s, mu): the ids rotated, one target in 5 ignored from step 2
+                in[i] = ids[(i + 7 * (2 * s + mu)) % N];
+                tg[i] = (i + 1) % T && !(s >= 2 && i % 5 == mu) ? ids[(i + 1 + 7 * (2 * s + mu)) % N] : -1;
+                valid += tg[i] >= 0;
+            }
+            model_fwd_bwd(m, in, tg, B, T, 1.0f / (float)(2 * valid), mu);
+        }
+        losses[s] = model_read_loss_slots(m, 2);
+        model_clip_grads(m, 1.0f);
+        model_adamw(m, 1e-3f, s + 1);
+    }
+    model_get_grads(m, grads);
+    model_get_params(m, weights);
+    *recorded = m->step_graph != NULL;
+    model_free(m);
+    free(in), free(tg);
+}
+
+// enable_cuda_graph: the replayed step gives the bits of the ops run one by one (losses, gradients, weights),
+// with new tokens, targets and loss scales every micro-batch.
+static int check_step_graph(const Backend *be, const Config *c, const float *params, const int32_t *ids, size_t P) {
+    enum { STEPS = 4 };
+    double l_off[STEPS], l_on[STEPS];
+    float *g_off = xmalloc(P * 4), *g_on = xmalloc(P * 4), *w_off = xmalloc(P * 4), *w_on = xmalloc(P * 4);
+    Config cg = *c;
+    int rec_off, rec_on;
+    train_steps(be, c, params, ids, STEPS, l_off, g_off, w_off, &rec_off);
+    cg.enable_cuda_graph = 1;
+    train_steps(be, &cg, params, ids, STEPS, l_on, g_on, w_on, &rec_on);
+    int same = !memcmp(l_off, l_on, sizeof l_off) && !memcmp(g_off, g_on, P * 4) && !memcmp(w_off, w_on, P * 4);
+    int moved = l_off[0] != l_off[STEPS - 1]; // the steps saw other tokens (and trained)
+    int ok = same && moved && rec_on && !rec_off;
+    printf("    %s step graph (%s): %d steps x 2 micro-batches, losses %.6f .. %.6f, graph recorded: %s, "
+           "losses/gradients/weights same bits as direct: %s\n", ok ? "PASS" : "FAIL", be->act_bytes == 2 ? "bf16" : "fp32",
+           STEPS, l_on[0], l_on[STEPS - 1], rec_on ? "yes" : "NO", same ? "yes" : "NO");
+    free(g_off), free(g_on), free(w_off), free(w_on);
+    return !ok;
+}
+
 // Decoding: prefill P tokens (chunked forward, state out), then S decode steps (model_decode_step).
 // Teacher-forced tokens (feed != NULL every step) or greedy (feed NULL after the first step). Returns the
 // logits of every step [S, B, V] and the argmax tokens [S, B].
@@ -191,6 +244,8 @@ int main(void) {
             if (!(r32 <= 1e-4)) { printf("    FAIL grad %s fp32 rel %.3e > 1e-4\n", ti->name, r32); fails++; }
         }
         printf("    worst gradient relative error: fp32 %.2e, bf16 %.2e\n", worst32, worst16);
+        fails += check_step_graph(c16, &c, params, ids, P);
+        if (ci == 0) fails += check_step_graph(c32, &c, params, ids, P);
         params_layout_free(&pl);
         free(params); free(g_cpu); free(g_32); free(g_16); free(g_16b); free(g_16r); free(ids); free(tgt);
     }

@@ -260,7 +260,7 @@ static int bad_id_child(int which) {
     if (which == 0)
         be->embedding_bwd(f, x, d_ids, 4, 16, 50);
     else
-        be->lmhead_ce(f, NULL, NULL, x, x, d_ids, 4, 16, 4, 1.0f); // V = 4: id 77 is out of range
+        be->lmhead_ce(f, NULL, NULL, x, x, d_ids, 4, 16, 4, NULL); // V = 4: id 77 is out of range
     be->sync();
     return 0; // not reached when the bad id is reported
 }
@@ -408,7 +408,7 @@ static void bench_call(void *vctx) {
         be->swiglu_bwd(p[2], p[3], p[0], p[1], I[0], I[1]);
         break;
     case BE_CE:
-        be->lmhead_ce(p[0], p[1], p[2], p[3], p[4], p[5], I[0], I[1], I[2], 1.0f / I[0]);
+        be->lmhead_ce(p[0], p[1], p[2], p[3], p[4], p[5], I[0], I[1], I[2], p[6]);
         break;
     case BE_ADAMW:
         be->adamw(p[0], p[1], p[2], p[3], p[4], (size_t)I[0], 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, 1.0f);
@@ -626,10 +626,12 @@ static int run_bench(int small) {
         float *dE = be->alloc((size_t)V * h * 4), *losses = be->alloc((size_t)N * 4);
         int32_t *d_t = be->alloc((size_t)N * 4);
         be->memcpy_h2d(d_t, ids, (size_t)N * 4);
-        x.which = BE_CE, x.p[0] = losses, x.p[1] = dy, x.p[2] = dE, x.p[3] = y, x.p[4] = E, x.p[5] = d_t;
+        float *scale = be->alloc(4), inv_n = 1.0f / N;
+        be->memcpy_h2d(scale, &inv_n, 4);
+        x.which = BE_CE, x.p[0] = losses, x.p[1] = dy, x.p[2] = dE, x.p[3] = y, x.p[4] = E, x.p[5] = d_t, x.p[6] = scale;
         x.i[0] = N, x.i[1] = h, x.i[2] = V;
         bench_report(&x, "lmhead_ce (fwd+bwd, 3 GEMMs)", 0, 3 * 2.0 * N * (double)V * h);
-        be->free(y), be->free(E), be->free(dy), be->free(dE), be->free(losses), be->free(d_t);
+        be->free(y), be->free(E), be->free(dy), be->free(dE), be->free(losses), be->free(d_t), be->free(scale);
     }
     { // optimizer over the 300M parameters
         size_t n = small ? 1000003 : 307767232;

@@ -43,8 +43,8 @@ static void run_swiglu_bwd(const Backend *be, void **p, const Case *c) {
 }
 
 static void run_lmhead_ce(const Backend *be, void **p, const Case *c) {
-    // y, E, targets, losses, dy, dE;  i: N h V;  f: loss_scale
-    be->lmhead_ce(p[3], p[4], p[5], p[0], p[1], p[2], c->i[0], c->i[1], c->i[2], c->f[0]);
+    // y, E, targets, losses, dy, dE, loss_scale [1] (backend memory);  i: N h V
+    be->lmhead_ce(p[3], p[4], p[5], p[0], p[1], p[2], c->i[0], c->i[1], c->i[2], p[6]);
 }
 
 static void run_lmhead_logits(const Backend *be, void **p, const Case *c) {
@@ -159,7 +159,7 @@ void cases_swiglu(Rng *g, int N, int F, int mode, int big) {
 void cases_lmhead(Rng *g, int N, int h, int V, int with_grad, int chunk_rows, int big) {
     Case *c = new_case("lmhead_ce", run_lmhead_ce, "N=%d h=%d V=%d%s%s", N, h, V, with_grad ? " grad" : " loss-only",
                        chunk_rows ? " chunked" : "");
-    c->i[0] = N, c->i[1] = h, c->i[2] = V, c->i[3] = chunk_rows, c->f[0] = 1.0f / N, c->big = big;
+    c->i[0] = N, c->i[1] = h, c->i[2] = V, c->i[3] = chunk_rows, c->big = big;
     Tensor *y = add_in(c, "y", K_ACT, N, h, 0), *E = add_in(c, "E", K_ACT, V, h, 0);
     fill_normal(y, g, 0, 1);
     fill_normal(E, g, 0, 0.3f);
@@ -183,10 +183,12 @@ void cases_lmhead(Rng *g, int N, int h, int V, int with_grad, int chunk_rows, in
     add_t(c, "losses", K_F32, R_OUT, N, 1, 0, F32_ORDER, ce);
     Tensor *dy = add_t(c, "dy", K_ACT, R_OUT, N, h, 0, F32_GEMM, ce);
     Tensor *dE = add_t(c, "dE", K_F32, R_ACC, V, h, 0, F32_GEMM, ce);
+    Tensor *scale = add_in(c, "loss_scale", K_F32, 1, 1, 0);
+    scale->init[0] = 1.0f / N;
     if (with_grad)
         fill_normal(dE, g, 0, 0.01f);
     else
-        dy->is_null = 1, dE->is_null = 1;
+        dy->is_null = 1, dE->is_null = 1, scale->is_null = 1;
 
     if (with_grad) return;
     c = new_case("lmhead_logits", run_lmhead_logits, "N=%d h=%d V=%d", N, h, V);
