@@ -231,6 +231,8 @@ static int cu_init(char *err, size_t errlen) {
     g_cu.smem_optin = prop.sharedMemPerBlockOptin;
     const char *dbg = getenv("GDN_CUDA_DEBUG");
     g_cu.debug = dbg && *dbg && strcmp(dbg, "0") != 0;
+    const char *pdl = getenv("GDN_CUDA_PDL"); // on unless "0" (A/B runs); off in debug mode, which syncs per launch
+    g_cu.pdl = !g_cu.debug && !(pdl && !strcmp(pdl, "0"));
     if ((e = cudaStreamCreateWithFlags(&g_cu.stream, cudaStreamNonBlocking)) != cudaSuccess)
         return set_err(err, errlen, "cudaStreamCreate failed: %s", cudaGetErrorString(e));
     // Keep freed scratch in the pool: ops allocate and free it on every call.

@@ -44,6 +44,7 @@ struct CudaCtx {
     int sm_count;
     size_t smem_optin; // max dynamic shared memory per block after opt-in
     int debug;         // GDN_CUDA_DEBUG=1: synchronise and check after every launch
+    int pdl;           // cu_launch_pdl launches with Programmatic Dependent Launch (GDN_CUDA_PDL=0: off)
     cudaStream_t stream;
     CuDevError *err_dev; // device memory; copied to the host and checked at sync points
 };
@@ -73,12 +74,11 @@ void cu_scratch_free(void *p);
 static inline bool cu_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 static inline unsigned cu_blocks(size_t n, unsigned per) { return (unsigned)((n + per - 1) / per); }
 
-// Launches kern<<<grid, block, smem, g_cu.stream>>>(args...) after checking the configuration, then
-// checks the launch. `name` is what errors and GDN_CUDA_DEBUG report.
-template <typename... KArgs, typename... Args>
-static inline void cu_launch(const char *name, void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem,
-                             Args... args) {
-    if (grid.x == 0 || grid.y == 0 || grid.z == 0) return; // nothing to do (empty shapes)
+// Checks a launch's configuration and opts the kernel in to more than 48 KB of dynamic shared memory when asked
+// (remembered per kernel). False: nothing to launch (an empty grid).
+template <typename... KArgs>
+static inline bool cu_launch_prepare(const char *name, void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem) {
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0) return false; // nothing to do (empty shapes)
     cu_check_launch(name, grid, block, smem);
     if (smem > 48 * 1024) {
         // Opt in to more than 48 KB of dynamic shared memory (remembered per kernel).
@@ -97,12 +97,70 @@ static inline void cu_launch(const char *name, void (*kern)(KArgs...), dim3 grid
             if (slot >= 0) seen[slot] = key, seen_bytes[slot] = smem;
         }
     }
+    return true;
+}
+
+// Launches kern<<<grid, block, smem, g_cu.stream>>>(args...) after checking the configuration, then
+// checks the launch. `name` is what errors and GDN_CUDA_DEBUG report.
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(const char *name, void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                             Args... args) {
+    if (!cu_launch_prepare(name, kern, grid, block, smem)) return;
 #ifdef GDN_EMU
     emu::launch(name, grid, block, smem, [&] { kern(args...); });
 #else
     kern<<<grid, block, smem, g_cu.stream>>>(args...);
 #endif
     cu_after_launch(name);
+}
+
+// ---- Programmatic Dependent Launch (the decode step's chain of small kernels). A kernel launched by cu_launch_pdl
+// may start while the kernel before it in the stream is still finishing: its blocks can issue the loads that do not
+// depend on that kernel (weights; states no kernel of the step has written yet) during the other's tail, instead of
+// after a full drain and launch. Such a kernel must call cu_pdl_wait() before it reads what an earlier kernel of the
+// stream wrote, and before any store (the wait returns once the kernels before it have completed and their memory
+// is visible); cu_pdl_trigger() lets the next kernel start launching (else it may once this one's blocks exit).
+__device__ __forceinline__ void cu_pdl_wait() {
+#if !defined(GDN_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cu_pdl_trigger() {
+#if !defined(GDN_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// Brings the 128-byte line holding p into L2 (no register result: nothing waits for it).
+__device__ __forceinline__ void cu_prefetch_l2(const void *p) {
+#if !defined(GDN_EMU) && defined(__CUDA_ARCH__)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+    (void)p;
+#endif
+}
+
+// cu_launch with the Programmatic Dependent Launch attribute (when g_cu.pdl; the kernel follows the rules above).
+template <typename... KArgs, typename... Args>
+static inline void cu_launch_pdl(const char *name, void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                 Args... args) {
+#ifdef GDN_EMU
+    cu_launch(name, kern, grid, block, smem, args...);
+#else
+    if (!g_cu.pdl) {
+        cu_launch(name, kern, grid, block, smem, args...);
+        return;
+    }
+    if (!cu_launch_prepare(name, kern, grid, block, smem)) return;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = g_cu.stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, kern, (KArgs)args...);
+    if (e != cudaSuccess) die("cuda backend: launching %s (programmatic dependent launch) failed: %s", name, cudaGetErrorString(e));
+    cu_after_launch(name);
+#endif
 }
 
 // ---- GEMM (cuda/matmul.cu), column-major cuBLASLt semantics:

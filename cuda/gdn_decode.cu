@@ -78,23 +78,56 @@ template <typename T, int NC> __global__ void __launch_bounds__(GD_COLS *GD_ROWS
     __shared__ float qk_new[NC == 1 ? 2 * GD_MAX_DK * (GD_KMAX - 1) : 1]; // split: q_i, k_i's next conv state
     __shared__ int last_s;
     const T *P = (const T *)a.P + (size_t)b * a.ldp;
+    // the conv channel of the part's channel cl: q_i, k_i, then the part's v columns
+    auto chan = [&](int cl) {
+        return cl < dk ? i * dk + cl : cl < 2 * dk ? Kd + i * dk + cl - dk : 2 * Kd + i * E + c0 + cl - 2 * dk;
+    };
+
+    // Launched with programmatic dependent launch (cu_launch_pdl): until cu_pdl_wait, while the in_proj GEMV before
+    // it finishes, the kernel reads only what no kernel of this step writes before it: the weights, and the conv
+    // state and S, which only this layer's mixer writes (the previous step's, complete). Split launches (small B)
+    // take the thread's first conv channel and the part's first slice of S into registers here.
+    cu_pdl_trigger();
+    float win0[GD_KMAX], cw0[GD_KMAX], s0[GD_MAX_R];
+    if (split && tid < 2 * dk + Wp) {
+        const int c = chan(tid);
+#pragma unroll
+        for (int j = 0; j < GD_KMAX; j++) { // unrolled with a fixed bound: registers, not the stack
+            win0[j] = j < H1 ? a.conv_state[((size_t)b * Dc + c) * H1 + j] : 0.0f;
+            cw0[j] = j < a.K ? a.conv_w[(size_t)c * a.K + j] : 0.0f;
+        }
+    }
+    if (split) {
+        const int e = c0 + x, jj = e / a.dv, ee = e - jj * a.dv;
+        const float *st = a.S + (((size_t)b * a.HV + i * G + jj) * dk) * a.dv + ee;
+#pragma unroll
+        for (int r = 0; r < GD_MAX_R; r++) {
+            const int d = y + GD_ROWS * r;
+            s0[r] = (e < c0 + Wp && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
+        }
+    }
+    cu_pdl_wait();
     const bool reset = a.ids && a.ids[b] == a.eod; // the next token starts a document
 
     // conv step + SiLU of the part's channels; the state [B, Dc, K-1] shifts by one (oldest first)
     for (int cl = tid; cl < 2 * dk + Wp; cl += nthr) {
-        const int c = cl < dk ? i * dk + cl : cl < 2 * dk ? Kd + i * dk + cl - dk : 2 * Kd + i * E + c0 + cl - 2 * dk;
+        const int c = chan(cl);
+        const bool pre = split && cl == tid; // read before the wait
         float *st = a.conv_state + ((size_t)b * Dc + c) * H1;
         const float xn = to_f(P[c]);
+        // loops over the fixed GD_KMAX, predicated on K: the window stays in registers (taps in the same order)
         float win[GD_KMAX];
-        for (int j = 0; j < H1; j++) win[j] = st[j];
-        win[H1] = xn;
+#pragma unroll
+        for (int j = 0; j < GD_KMAX; j++) win[j] = j < H1 ? (pre ? win0[j] : st[j]) : j == H1 ? xn : 0.0f;
         float acc = 0.0f;
-        for (int j = 0; j < a.K; j++) acc += a.conv_w[(size_t)c * a.K + j] * win[j];
+#pragma unroll
+        for (int j = 0; j < GD_KMAX; j++)
+            if (j < a.K) acc += (pre ? cw0[j] : a.conv_w[(size_t)c * a.K + j]) * win[j];
         xc[cl] = rnd<T>(acc * sigmoid_f(acc));
-        if (split && cl < 2 * dk) // other parts may still read it: the last part writes it
-            for (int j = 0; j < H1; j++) qk_new[cl * H1 + j] = reset ? 0.0f : win[j + 1];
-        else
-            for (int j = 0; j < H1; j++) st[j] = reset ? 0.0f : win[j + 1];
+        float *dst = split && cl < 2 * dk ? qk_new + cl * H1 : st; // split: q_i, k_i's by the last part (others read it)
+#pragma unroll
+        for (int j = 0; j < GD_KMAX - 1; j++)
+            if (j < H1) dst[j] = reset ? 0.0f : win[j + 1];
     }
     // gates of the group's v heads (gate.cu's formulas)
     if (tid < G) {
@@ -132,7 +165,8 @@ template <typename T, int NC> __global__ void __launch_bounds__(GD_COLS *GD_ROWS
 #pragma unroll
             for (int r = 0; r < GD_MAX_R; r++) {
                 const int d = y + GD_ROWS * r;
-                s[cc][r] = (col && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
+                // split: the part's first slice came in before the wait (same columns: e0 == c0, NC == 1)
+                s[cc][r] = split && e0 == c0 ? s0[r] : (col && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
                 if (d < dk) {
                     s[cc][r] *= al;
                     part_ += s[cc][r] * ks[d];
@@ -278,11 +312,11 @@ static void cu_gdn_decode_fwd(void *y, int ldy, const void *P, int ldp, const fl
     GdArgs a = {y, P, conv_w, A_log, dt_bias, norm_w, conv_state, S, ids, eod, ldy, ldp, H, HV, dk, dv, K, parts, W,
                 eps, 1.0f / sqrtf((float)dk)};
     if (parts > 1)
-        cu_launch("gdn_decode_fwd", gdn_decode_kernel<T, 1>, dim3((unsigned)(H * parts), (unsigned)B),
-                  dim3(GD_COLS, GD_ROWS), 0, a);
+        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 1>, dim3((unsigned)(H * parts), (unsigned)B),
+                      dim3(GD_COLS, GD_ROWS), 0, a);
     else
-        cu_launch("gdn_decode_fwd", gdn_decode_kernel<T, 4>, dim3((unsigned)H, (unsigned)B), dim3(GD_COLS, GD_ROWS),
-                  0, a);
+        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 4>, dim3((unsigned)H, (unsigned)B),
+                      dim3(GD_COLS, GD_ROWS), 0, a);
 }
 
 void cu_register_gdn_decode(Backend *b, int use_bf16) {

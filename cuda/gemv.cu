@@ -14,6 +14,8 @@
 // (cuBLASLt).
 #include "cuda/common.cuh"
 
+#include <stdlib.h>
+
 #include <type_traits>
 
 // GEMV_MAX_M: each 16-byte weight load is dotted with M staged rows read from shared memory (M x 32 bytes per lane);
@@ -29,6 +31,7 @@ struct GemvArgs {
     const float *nw;
     int ldy, ldx, M, N, K, accumulate, mode;
     float eps;
+    int xvec; // plain and SwiGLU staging read x in 16-byte vectors (x 16-byte aligned, ldx and K multiples of 8 / 4)
 };
 
 // rows [m0, m0 + MT) of x' into xs [MT][K] (rows past M: zeros)
@@ -41,9 +44,25 @@ template <typename T, int MT> __device__ void gemv_stage(const GemvArgs &a, floa
             for (int k = threadIdx.x; k < a.K; k += blockDim.x) row[k] = 0.0f;
             continue;
         }
-        if (a.mode == GV_PLAIN) {
+        constexpr int V = 16 / (int)sizeof(T);
+        if (a.mode == GV_PLAIN && a.xvec) { // one 16-byte load per V values: every load of a thread in flight at once
+            for (int k = threadIdx.x * V; k < a.K; k += blockDim.x * V) {
+                float v[V];
+                load_vec<T, V>(v, x + (size_t)m * a.ldx + k);
+#pragma unroll
+                for (int e = 0; e < V; e++) row[k + e] = v[e];
+            }
+        } else if (a.mode == GV_PLAIN) {
 #pragma unroll 4
             for (int k = threadIdx.x; k < a.K; k += blockDim.x) row[k] = to_f(x[(size_t)m * a.ldx + k]);
+        } else if (a.mode == GV_SWIGLU && a.xvec) { // as below, V values per 16-byte load of g and of u
+            for (int k = threadIdx.x * V; k < a.K; k += blockDim.x * V) {
+                float g[V], u[V];
+                load_vec<T, V>(g, x + (size_t)m * 2 * a.K + k);
+                load_vec<T, V>(u, x + (size_t)m * 2 * a.K + a.K + k);
+#pragma unroll
+                for (int e = 0; e < V; e++) row[k + e] = rnd<T>(g[e] * sigmoid_f(g[e]) * u[e]);
+            }
         } else if (a.mode == GV_SWIGLU) { // x = gu [M, 2K]
 #pragma unroll 4
             for (int k = threadIdx.x; k < a.K; k += blockDim.x) {
@@ -89,6 +108,17 @@ __device__ __forceinline__ void gemv_load(typename GemvRaw<T, VEC>::type (&raw)[
     }
 }
 
+// The block's whole share of W (rows nb R .. nb R + R - 1 for nb = blockIdx.x, + gridDim.x, ...) into L2, one
+// 128-byte line per thread and step: the loads of later rounds then wait on L2, not DRAM.
+template <typename T> __device__ void gemv_prefetch_share(const T *W, int N, int K, int R) {
+    for (int nb = blockIdx.x; nb * R < N; nb += gridDim.x) {
+        const int n1 = min(nb * R + R, N);
+        const uintptr_t lo = (uintptr_t)(W + (size_t)nb * R * K) & ~(uintptr_t)127, hi = (uintptr_t)(W + (size_t)n1 * K);
+        for (uintptr_t p = lo + (uintptr_t)threadIdx.x * 128; p < hi; p += (uintptr_t)blockDim.x * 128)
+            cu_prefetch_l2((const void *)p);
+    }
+}
+
 // grid (min(ceil(N / R), 4 per SM), ceil(M / MT)), 8 warps; R = 8 / S output rows per block and round: warp w
 // dots row n = R x + w / S (then + R gridDim.x) over its K slice s = w % S. S > 1 (long K, few rows: more loads
 // in flight): the S warps' warp_sum partials are added in slice order 0..S-1 through shared memory (fixed order,
@@ -104,8 +134,13 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS, 2) gemv_kernel(GemvArgs a) {
     const T *W = (const T *)a.W;
     using Raw = typename GemvRaw<T, VEC>::type;
     Raw raw[GEMV_U];
-    // the first row's first batch, before the staging: it does not depend on the input rows
+    // Launched with programmatic dependent launch (cu_launch_pdl): the weights do not depend on the kernel before
+    // (nothing writes them while decoding), so the block's share goes to L2 and the first row's first batch into
+    // registers while that kernel finishes; the input rows are read, and y written, only after cu_pdl_wait.
+    cu_pdl_trigger();
+    gemv_prefetch_share<T>(W, N, K, R);
     gemv_load<T, VEC, S>(raw, W, blockIdx.x * R + r, N, K, 0, s, lane);
+    cu_pdl_wait();
     gemv_stage<T, MT>(a, xs, m0);
     __syncthreads();
     for (int nb = blockIdx.x; nb * R < N; nb += gridDim.x) { // uniform per block: the barriers below are safe
@@ -172,9 +207,16 @@ static int gemv_slices(int N, int K, int V, int ytiles) {
 
 template <typename T, int MT, bool VEC, int S> static void gemv_launch_s(const GemvArgs &a) {
     const size_t smem = (size_t)MT * a.K * sizeof(float);
-    unsigned gx = cu_blocks((size_t)a.N, GEMV_WARPS / S), cap = 4u * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
+    // blocks per multiprocessor (GDN_GEMV_PER_SM, default 4: the register file's worth at ~64 registers a thread);
+    // fewer leave room for the next kernel's blocks to start their weight loads early (programmatic launch)
+    static int per_sm = -1;
+    if (per_sm < 0) {
+        const char *e = getenv("GDN_GEMV_PER_SM");
+        per_sm = e && atoi(e) > 0 ? atoi(e) : 4;
+    }
+    unsigned gx = cu_blocks((size_t)a.N, GEMV_WARPS / S), cap = (unsigned)per_sm * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
     const dim3 grid(gx < cap ? gx : cap, (unsigned)((a.M + MT - 1) / MT));
-    cu_launch("gemv", gemv_kernel<T, MT, VEC, S>, grid, dim3(32 * GEMV_WARPS), smem, a);
+    cu_launch_pdl("gemv", gemv_kernel<T, MT, VEC, S>, grid, dim3(32 * GEMV_WARPS), smem, a);
 }
 
 template <typename T, int MT, bool VEC> static void gemv_launch_v(const GemvArgs &a) {
@@ -192,8 +234,10 @@ template <typename T, int MT> static void gemv_launch_mt(const GemvArgs &a, bool
 // Whether the GEMV takes this shape: few rows, and their staged inputs fit in shared memory (at least 2 rows).
 static bool gemv_fits(int M, int K) { return M >= 1 && M <= GEMV_MAX_M && (size_t)2 * K * sizeof(float) <= GEMV_SMEM; }
 
-template <typename T> static void gemv_launch(const GemvArgs &a) {
-    const bool vec = a.K % (16 / (int)sizeof(T)) == 0 && cu_aligned16(a.W);
+template <typename T> static void gemv_launch(GemvArgs a) {
+    const int V = 16 / (int)sizeof(T);
+    const bool vec = a.K % V == 0 && cu_aligned16(a.W);
+    a.xvec = a.K % V == 0 && a.ldx % V == 0 && cu_aligned16(a.x);
     int rows = GEMV_SMEM / (a.K * (int)sizeof(float)); // rows that fit, >= 2 (gemv_fits)
     int mt = 1;
     while (mt < a.M && mt * 2 <= rows) mt *= 2;

@@ -328,6 +328,9 @@ __global__ void logits_stats_kernel(int32_t *argmax, float *logprob, const float
 enum { STATS_SPLIT_THREADS = 256, STATS_UNROLL = 4, STATS_MIN_COLS = 2048 };
 __global__ void logits_stats_part_kernel(float *pmax, int32_t *pidx, float *psum, const float *logits, int V,
                                          int want_sum) {
+    // launched with programmatic dependent launch: nothing is read before the lm head's GEMM has completed
+    cu_pdl_trigger();
+    cu_pdl_wait();
     const int s = blockIdx.x, S = gridDim.x, r = blockIdx.y, step = blockDim.x;
     const int c0 = (int)((long)V * s / S), c1 = (int)((long)V * (s + 1) / S);
     const float *l = logits + (size_t)r * V;
@@ -352,6 +355,7 @@ __global__ void logits_stats_part_kernel(float *pmax, int32_t *pidx, float *psum
 __global__ void logits_stats_finish_kernel(int32_t *argmax, float *logprob, const float *pmax, const int32_t *pidx,
                                            const float *psum, int S, const float *logits, const int32_t *targets,
                                            int rows, int V, CuDevError *err) {
+    cu_pdl_wait(); // programmatic dependent launch: the slices' partials are complete after this
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= rows) return;
     const float *pm = pmax + (size_t)r * S, *ps = psum + (size_t)r * S;
@@ -392,10 +396,10 @@ static void cu_logits_stats(int32_t *argmax, float *logprob, const float *logits
     float *pmax = (float *)cu_scratch(np * (2 * sizeof(float) + sizeof(int32_t)), "logits_stats");
     float *psum = pmax + np;
     int32_t *pidx = (int32_t *)(psum + np);
-    cu_launch("logits_stats slices", logits_stats_part_kernel, dim3((unsigned)S, (unsigned)rows),
-              dim3(STATS_SPLIT_THREADS), 0, pmax, pidx, psum, logits, V, logprob ? 1 : 0);
-    cu_launch("logits_stats finish", logits_stats_finish_kernel, dim3(cu_blocks(rows, 64)), dim3(64), 0, argmax,
-              logprob, pmax, pidx, psum, S, logits, targets, rows, V, g_cu.err_dev);
+    cu_launch_pdl("logits_stats slices", logits_stats_part_kernel, dim3((unsigned)S, (unsigned)rows),
+                  dim3(STATS_SPLIT_THREADS), 0, pmax, pidx, psum, logits, V, logprob ? 1 : 0);
+    cu_launch_pdl("logits_stats finish", logits_stats_finish_kernel, dim3(cu_blocks(rows, 64)), dim3(64), 0, argmax,
+                  logprob, pmax, pidx, psum, S, logits, targets, rows, V, g_cu.err_dev);
     cu_scratch_free(pmax);
 }
 
