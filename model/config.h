@@ -80,7 +80,7 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
     X(delta_rule, CK_STR, delta_rule, "chunk", "chunk | recurrent (CPU reference form)")                 \
     X(recompute_swiglu, CK_BOOL, recompute_swiglu, "false", "training: keep no SwiGLU output per block; the backward recomputes it (same bits; 300M at 16 x 2048: -3 GiB)") \
-    X(enable_cuda_graph, CK_BOOL, enable_cuda_graph, "false", "CUDA: each micro-batch's forward + backward replays one recorded graph (same kernels, same bits; no launch gaps)") \
+    X(enable_cuda_graph, CK_BOOL, enable_cuda_graph, "true", "CUDA: each micro-batch's forward + backward replays one recorded graph (same kernels, same bits; no launch gaps)") \
     X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores") \
     /* distributed training (issue 19) */                                                                  \
     X(use_distributed_optimizer, CK_BOOL, use_distributed_optimizer, "false", "ZeRO-1: reduce-scatter the grads, shard the AdamW state, all-gather the weights") \
