@@ -92,6 +92,9 @@ if has decode; then # recurrent decoding speed of the 300M, and greedy CPU == CU
         --prompt "The capital of France is" --max-new-tokens 300 --greedy --batch $b --device cuda --quiet
     [ -d "$W/hf_init" ] && stage fla_decode_b$b python3 scripts/fla_ref.py decode "$W/hf_init" $b 100
   done
+  # programmatic dependent launch off (GDN_CUDA_PDL=0): what it buys at batch 1, where the GEMVs run
+  GDN_CUDA_PDL=0 stage decode_nopdl_b1 ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" \
+      --prompt "The capital of France is" --max-new-tokens 300 --greedy --batch 1 --device cuda --quiet
   # greedy text of a (briefly trained) 300M checkpoint: the CPU reference and CUDA must agree token for token
   CK="$W/ckpt_trained"; [ -d "$CK" ] || CK="$W/ckpt_init"
   for d in "cpu fp32" "cuda fp32" "cuda bf16"; do set -- $d
@@ -142,7 +145,7 @@ echo; echo "==================== summary ===================="
 printf "%-20s %s\n" stage result
 for k in build ops ops_bench model bench300m bench300m_ce8192 bench300m_profile bench1b fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train \
          gdn_train_parity compare_fla train_short to_hf fla_logits_ours gdn_logits_ours compare_roundtrip decode_b1 decode_b16 \
-         decode_nograph_b1 decode_nograph_b16 fla_decode_b1 fla_decode_b16 eval_arc_bs32 eval_arc_bsauto \
+         decode_nograph_b1 decode_nograph_b16 decode_nopdl_b1 fla_decode_b1 fla_decode_b16 eval_arc_bs32 eval_arc_bsauto \
          dp_w1 dp_w2 dp_compare dist \
          greedy_cpu_fp32 greedy_cuda_fp32 greedy_cuda_bf16 greedy_same train300m; do
   [ -n "${RESULT[$k]:-}" ] && printf "%-20s %s\n" "$k" "${RESULT[$k]}"
@@ -154,6 +157,7 @@ grep -h "^bench:" "$OUT/bench300m.log" "$OUT/bench300m_ce8192.log" "$OUT/bench1b
 grep -h "gdn checkpoint -> HF" "$OUT/compare_roundtrip.log" 2>/dev/null
 for b in 1 16; do grep -h "^generate:" "$OUT/decode_b$b.log" 2>/dev/null | sed "s/^/batch $b: /"; done
 for b in 1 16; do grep -h "^generate:" "$OUT/decode_nograph_b$b.log" 2>/dev/null | sed "s/^/no graph, batch $b: /"; done
+grep -h "^generate:" "$OUT/decode_nopdl_b1.log" 2>/dev/null | sed "s/^/no PDL, batch 1: /"
 grep -h "fla_decode_batch" "$OUT"/fla_decode_b*.log 2>/dev/null
 for bs in 32 auto; do grep -h "req/s" "$OUT/eval_arc_bs$bs.log" 2>/dev/null | tail -1 | sed "s/^/eval batch-size $bs: /"; done
 grep -h "greedy text" "$OUT/greedy_same.log" 2>/dev/null
