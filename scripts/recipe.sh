@@ -175,7 +175,7 @@ stage train 300 ./gdn train "${COMMON[@]}" "${INIT[@]}" --train_data_path "$W/da
 GDN_WALL=$(( $(date +%s) - t0 ))
 SCORE_ITEMS=()
 if ok train; then # the final validation again, from the saved checkpoint: the run's valid items when it has them
-  if [ ${#VALID_B[@]} -gt 0 ] && ./gdn score --help 2>&1 | grep -q -- '--set'; then
+  if [ ${#VALID_B[@]} -gt 0 ] && grep -q -- '--set' <<<"$(./gdn score --help 2>&1)"; then
     SCORE_ITEMS=(--score-items)
     stage score_valid 120 ./gdn score --load "$W/ckpt" --set valid --max-samples "$VALID_SAMPLES" --micro-batch-size "$MBS" --device "$DEV"
   else

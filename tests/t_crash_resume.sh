@@ -13,6 +13,7 @@ DEADLINE=${DEADLINE:-120} # seconds for the kill loop
 tmp=$(mktemp -d /tmp/gdn_t_crash.XXXXXX)
 pid=""
 trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+shopt -s nullglob
 RANDOM=20261201 # the kill moments vary with the machine's speed; the draws do not
 "$PY" tests/ref/make_dataset.py "$tmp/data" 30000 300 5
 ITERS=${ITERS:-60}
@@ -33,7 +34,7 @@ t0=$(date +%s.%N)
 (ITERS=1; run "$tmp/c") >"$tmp/c.log"
 t_start=$(echo "scale=3; s = $(date +%s.%N) - $t0 - $t_run / $ITERS; if (s < 0) s = 0; s" | bc)
 
-kills=0 in_save=0 launches=0 start=$(date +%s)
+kills=0 in_save=0 launches=0 insave_at=-1 start=$(date +%s)
 while :; do
   args=("$tmp/b")
   [ -f "$tmp/b/latest_checkpointed_iteration.txt" ] && args+=(--load "$tmp/b")
@@ -47,14 +48,21 @@ while :; do
   fi
   # what is left to run (from the latest checkpoint) bounds the wait, so the kill lands before the end
   done_it=$(cat "$tmp/b/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)
-  # (at most 1.5/KILLS of a run per launch: on average 3/4 of the steps happen in runs that are killed)
-  left_s=$(echo "scale=3; l = $t_run * ($ITERS - $done_it) / $ITERS * 0.8; m = $t_run * 1.5 / $KILLS; if (l < m) m = l; $t_start + m + 0.02" | bc)
+  # (at most 1/KILLS of a run per launch: on average about half the steps happen in runs that are killed)
+  left_s=$(echo "scale=3; l = $t_run * ($ITERS - $done_it) / $ITERS * 0.8; m = $t_run / $KILLS; if (l < m) m = l; $t_start + m + 0.02" | bc)
   if [ $((kills % 2)) = 0 ]; then # a random moment within the run's length
     sleep "$(echo "scale=3; $((RANDOM % 1000)) / 1000 * $left_s" | bc)"
-  else # inside a save: after a random while, as soon as this process's temp file appears
+  else # inside a save: after a random while, as soon as a temp file of this process's save appears. When the
+    # previous such kill left no new checkpoint, the second save is the target: its first one then completed
+    # (killing every launch in its first save could repeat forever on a machine with a slow start-up or fsync)
+    target=$((done_it + 1))
+    [ "$done_it" != "$insave_at" ] || target=$((done_it + 2))
+    [ $target -le "$ITERS" ] || target=$ITERS
+    insave_at=$done_it
     sleep "$(echo "scale=3; $((RANDOM % 1000)) / 1000 * $left_s * 0.5" | bc)"
     for _ in $(seq 4000); do
-      compgen -G "$tmp/b/iter_*/*.tmp.$pid" >/dev/null && break
+      fs=("$tmp"/b/iter_*/*.tmp."$pid") # (nullglob; no fork in this loop: the temp files live for milliseconds)
+      if [ ${#fs[@]} -gt 0 ]; then f=${fs[0]#"$tmp/b/iter_"}; [ $((10#${f%%/*})) -ge $target ] && break; fi
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.001
     done

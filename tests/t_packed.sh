@@ -9,7 +9,10 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 common=(--config configs/tiny.yaml --vocab_size 500 --train_data_path "$tmp/data" --seq_length 96
         --micro_batch_size 2 --global_batch_size 2 --log_interval 1 --device cpu --train_iters 3 --eos_token_id 7)
 ./gdn train "${common[@]}" --reset_state_at_eod true --eod_mask_loss true --save "$tmp/m" > "$tmp/train.log"
-head -c 65536 "$tmp/m/iter_0000003/model.safetensors" | grep -a -q 'reset_state_at_eod\\":true' # the stored config
+# the stored config (read into a file first: `head | grep -q` under pipefail fails when grep exits before head
+# has written everything and head dies of SIGPIPE)
+head -c 65536 "$tmp/m/iter_0000003/model.safetensors" > "$tmp/header"
+grep -a -q 'reset_state_at_eod\\":true' "$tmp/header"
 ./gdn score --load "$tmp/m" --data "$tmp/data" --seq-length 96 --max-samples 4 --device cpu \
     --reset_state_at_eod true --eos_token_id 7 | grep "^loss: " > /dev/null
 if ./gdn score --load "$tmp/m" --data "$tmp/data" --max-samples 1 --device cpu --reset_state_at_eod maybe 2> "$tmp/err"; then
