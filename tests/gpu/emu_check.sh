@@ -32,6 +32,7 @@ for f in util/common.c model/adamw_plan.c cpu/*.c; do build "$f" "$OUT/c_$(basen
 for f in tests/gpu/test_cuda_ops.c tests/gpu/ops/*.c; do build "$f" "$OUT/t_$(basename "$f" .c).o" gcc "${CFLAGS[@]}"; done
 g++ -o "$OUT/test_cuda_ops" "${objs[@]}" -fopenmp -lopenblas -lm
 
+export CASE_TIMES=1 # each case line ends with its seconds
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(--quick)
 echo "== emulated CUDA backend, threads in order"

@@ -1,5 +1,5 @@
 // cuda_emu.cc: the CPU side of cuda/emu.cuh. A fiber scheduler that runs one kernel block at a time
-// (one ucontext fiber per CUDA thread, switching only at __syncthreads and warp-level instructions:
+// (one fiber per CUDA thread, switching only at __syncthreads and warp-level instructions:
 // shuffles, __syncwarp, ldmatrix, mma), and the subset of the CUDA runtime and cuBLASLt that cuda/*.cu
 // calls, implemented on host memory. Built and used only by tests/gpu/emu_check.sh. EMU_ORDER=reverse
 // runs the warps of a block, and the lanes of a warp, in reverse order (a missing barrier then shows up
@@ -44,8 +44,54 @@ struct AsyncCopy {
     int bytes;
     long group; // the commit group it belongs to (the count of commits before it was issued)
 };
+// A fiber's saved context. x86-64: a stack pointer, the callee-saved registers and the FP control words pushed
+// below it by emu_switch (a plain function call's worth of state: no system call; glibc's swapcontext saves
+// and restores the signal mask with one at every switch, which was ~90% of the emulator's time). Elsewhere
+// the ucontext calls.
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+#define EMU_FAST_SWITCH 1
+extern "C" void emu_switch(void **save_sp, void *load_sp);
+// Pushes rbp rbx r12-r15 and the MXCSR / x87 control words on the current stack, stores rsp to *save_sp,
+// switches to load_sp and pops the same from there; `ret` resumes the other side (or enters fiber_start).
+asm(R"(
+    .text
+    .globl emu_switch
+    .type emu_switch, @function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch, .-emu_switch
+)");
+struct Context {
+    void *sp;
+};
+#else
+struct Context {
+    ucontext_t uc;
+};
+#endif
+
 struct Fiber {
-    ucontext_t ctx;
+    Context ctx;
     uint3 tid;
     State st;
     uint64_t shfl_val, shfl_res;
@@ -58,7 +104,7 @@ struct Fiber {
 static const size_t STACK_BYTES = 256 * 1024;
 static std::vector<Fiber> g_fibers;
 static std::vector<char *> g_stacks;
-static ucontext_t g_sched;
+static Context g_sched;
 static Fiber *g_cur;
 static const std::function<void()> *g_body;
 static unsigned char *g_smem;
@@ -73,18 +119,64 @@ static long g_launches;
 
 void *dyn_smem() { return g_smem; }
 
+static void fiber_entry();
+static void to_scheduler() { // from the running fiber g_cur
+#ifdef EMU_FAST_SWITCH
+    emu_switch(&g_cur->ctx.sp, g_sched.sp);
+#else
+    swapcontext(&g_cur->ctx.uc, &g_sched.uc);
+#endif
+}
+static void to_fiber(Fiber *f) {
+#ifdef EMU_FAST_SWITCH
+    emu_switch(&g_sched.sp, f->ctx.sp);
+#else
+    swapcontext(&g_sched.uc, &f->ctx.uc);
+#endif
+}
+#ifdef EMU_FAST_SWITCH
+[[noreturn]] static void fiber_start() {
+    fiber_entry();
+    emu_die("a finished fiber was resumed");
+}
+#endif
+// Sets f up to start in fiber_entry on `stack` at its first to_fiber.
+static void fiber_init(Fiber *f, char *stack) {
+#ifdef EMU_FAST_SWITCH
+    uintptr_t top = ((uintptr_t)stack + STACK_BYTES) & ~(uintptr_t)15;
+    void **slot = (void **)(top - 16); // fiber_start's "return address" slot (16-aligned: rsp = 8 mod 16 at entry)
+    slot[1] = NULL;                    // a return address for fiber_start itself (never used)
+    slot[0] = (void *)fiber_start;
+    void **regs = slot - 7;           // control words, r15 r14 r13 r12 rbx rbp: popped in this order
+    memset(regs, 0, 7 * sizeof(void *));
+    uint32_t mxcsr;
+    uint16_t fpucw;
+    asm volatile("stmxcsr %0" : "=m"(mxcsr));
+    asm volatile("fnstcw %0" : "=m"(fpucw));
+    memcpy(regs, &mxcsr, 4);
+    memcpy((char *)regs + 4, &fpucw, 2);
+    f->ctx.sp = regs;
+#else
+    getcontext(&f->ctx.uc);
+    f->ctx.uc.uc_stack.ss_sp = stack;
+    f->ctx.uc.uc_stack.ss_size = STACK_BYTES;
+    f->ctx.uc.uc_link = &g_sched.uc;
+    makecontext(&f->ctx.uc, fiber_entry, 0);
+#endif
+}
+
 static void fiber_entry() {
     (*g_body)();
     if (!g_cur->copies.empty())
         emu_die("%s block (%u,%u,%u) thread %u: exits with %zu cp.async copies never waited for", g_kernel,
                 block_idx.x, block_idx.y, block_idx.z, g_cur->tid.x, g_cur->copies.size());
     g_cur->st = DONE;
-    swapcontext(&g_cur->ctx, &g_sched); // never resumed
+    to_scheduler(); // never resumed
 }
 
 void syncthreads() {
     g_cur->st = AT_BAR;
-    swapcontext(&g_cur->ctx, &g_sched);
+    to_scheduler();
 }
 
 static bool in_dyn_smem(const void *p, size_t bytes) {
@@ -96,7 +188,7 @@ static void warp_collective(WarpFn fn, void *data) {
     g_cur->coll_fn = fn;
     g_cur->coll_data = data;
     g_cur->st = AT_COLL;
-    swapcontext(&g_cur->ctx, &g_sched);
+    to_scheduler();
 }
 
 static void syncwarp_fn(void *const[32]) {}
@@ -213,7 +305,7 @@ uint64_t shfl_xor(uint64_t v, int lane_mask) {
     g_cur->shfl_val = v;
     g_cur->shfl_mask = lane_mask;
     g_cur->st = AT_SHFL;
-    swapcontext(&g_cur->ctx, &g_sched);
+    to_scheduler();
     return g_cur->shfl_res;
 }
 
@@ -264,7 +356,7 @@ static void run_block(const char *name, int nt, bool reverse) {
                     if (f->st != RUNNABLE) continue;
                     g_cur = f;
                     cur_tid = &f->tid;
-                    swapcontext(&g_sched, &f->ctx);
+                    to_fiber(f);
                 }
             } while (release_warp(name, nt, w));
         }
@@ -320,11 +412,7 @@ void launch(const char *name, dim3 grid, dim3 block, size_t smem, const std::fun
                     f->st = RUNNABLE;
                     f->copies.clear();
                     f->commits = 0;
-                    getcontext(&f->ctx);
-                    f->ctx.uc_stack.ss_sp = g_stacks[t];
-                    f->ctx.uc_stack.ss_size = STACK_BYTES;
-                    f->ctx.uc_link = &g_sched;
-                    makecontext(&f->ctx, fiber_entry, 0);
+                    fiber_init(f, g_stacks[t]);
                 }
                 run_block(name, nt, reverse);
                 for (size_t x = 0; x < GUARD; x++)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 // ===================================================================================================
 // random numbers (splitmix64)
@@ -266,8 +267,15 @@ void report_abort(void) {
                 g_running);
 }
 
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
 void check_case(const Case *c, const Backend *cpu, const Backend *gpu, int bf16) {
     Result ref, got, again;
+    const double t0 = seconds_now();
     snprintf(g_running, sizeof g_running, "%s [%s]", c->name, bf16 ? "bf16" : "fp32");
     run_case(cpu, c, bf16, &ref);
     run_case(gpu, c, 0, &got);
@@ -325,8 +333,10 @@ void check_case(const Case *c, const Backend *cpu, const Backend *gpu, int bf16)
     }
     g_checks++;
     if (fail) g_failures++;
-    printf("%s %-62s %s  max err %.2e (%s) tol %.1e%s\n", fail ? "FAIL" : "PASS", c->name, mode, worst_err, worst_name,
-           worst_tol, c->determinism && !fail ? "  deterministic" : "");
+    char took[32] = ""; // CASE_TIMES=1 (the emulator's run): where its minutes go
+    if (getenv("CASE_TIMES")) snprintf(took, sizeof took, "  %.1f s", seconds_now() - t0);
+    printf("%s %-62s %s  max err %.2e (%s) tol %.1e%s%s\n", fail ? "FAIL" : "PASS", c->name, mode, worst_err, worst_name,
+           worst_tol, c->determinism && !fail ? "  deterministic" : "", took);
     if (fail)
         printf("     %s\n", why);
     else if (getenv("VERBOSE"))
