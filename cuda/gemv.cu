@@ -15,6 +15,7 @@
 #include "cuda/common.cuh"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -31,7 +32,7 @@ struct GemvArgs {
     const float *nw;
     int ldy, ldx, M, N, K, accumulate, mode;
     float eps;
-    int xvec; // plain and SwiGLU staging read x in 16-byte vectors (x 16-byte aligned, ldx and K multiples of 8 / 4)
+    int xvec; // the staging reads x (and resid, writes s_out) in 16-byte vectors (16-byte aligned, ldx and K multiples of 8 / 4)
 };
 
 // rows [m0, m0 + MT) of x' into xs [MT][K] (rows past M: zeros)
@@ -69,6 +70,31 @@ template <typename T, int MT> __device__ void gemv_stage(const GemvArgs &a, floa
                 const float g = to_f(x[(size_t)m * 2 * a.K + k]), u = to_f(x[(size_t)m * 2 * a.K + a.K + k]);
                 row[k] = rnd<T>(g * sigmoid_f(g) * u);
             }
+        } else if (a.xvec) { // RMSNorm, V values per 16-byte load of x and resid: rmsnorm_fwd's vector order of the
+            // sum of squares (at h <= V x 256 the same sum as its vector kernel: same per-thread runs, the extra warps
+            // add +0), and one L2 round trip for the row instead of one per 256 values
+            const T *xr = x + (size_t)m * a.K, *rr = resid ? resid + (size_t)m * a.K : nullptr;
+            float ss = 0.0f;
+            for (int k = threadIdx.x * V; k < a.K; k += blockDim.x * V) {
+                float v[V];
+                load_vec<T, V>(v, xr + k);
+                if (rr) {
+                    float r[V];
+                    load_vec<T, V>(r, rr + k);
+#pragma unroll
+                    for (int e = 0; e < V; e++) v[e] += r[e];
+                }
+#pragma unroll
+                for (int e = 0; e < V; e++) {
+                    row[k + e] = v[e];
+                    ss += v[e] * v[e];
+                }
+                if (a.s_out && blockIdx.x == 0) store_vec<T, V>((T *)a.s_out + (size_t)m * a.K + k, v);
+            }
+            const float rs = 1.0f / sqrtf(block_sum(ss) / (float)a.K + a.eps);
+            for (int k = threadIdx.x * V; k < a.K; k += blockDim.x * V)
+#pragma unroll
+                for (int e = 0; e < V; e++) row[k + e] = rnd<T>(row[k + e] * rs * a.nw[k + e]);
         } else { // RMSNorm of s = x + resid from the fp32 s (rmsnorm_fwd's formula)
             float ss = 0.0f;
             for (int k = threadIdx.x; k < a.K; k += blockDim.x) {
@@ -237,7 +263,10 @@ static bool gemv_fits(int M, int K) { return M >= 1 && M <= GEMV_MAX_M && (size_
 template <typename T> static void gemv_launch(GemvArgs a) {
     const int V = 16 / (int)sizeof(T);
     const bool vec = a.K % V == 0 && cu_aligned16(a.W);
-    a.xvec = a.K % V == 0 && a.ldx % V == 0 && cu_aligned16(a.x);
+    static int xvec_on = -1; // GDN_GEMV_XVEC=0: the staging reads one value at a time (to measure what the vectors buy)
+    if (xvec_on < 0) xvec_on = !(getenv("GDN_GEMV_XVEC") && !strcmp(getenv("GDN_GEMV_XVEC"), "0"));
+    a.xvec = xvec_on && a.K % V == 0 && a.ldx % V == 0 && cu_aligned16(a.x) &&
+             (a.mode != GV_RMSNORM || ((!a.resid || cu_aligned16(a.resid)) && (!a.s_out || cu_aligned16(a.s_out))));
     int rows = GEMV_SMEM / (a.K * (int)sizeof(float)); // rows that fit, >= 2 (gemv_fits)
     int mt = 1;
     while (mt < a.M && mt * 2 <= rows) mt *= 2;
@@ -267,7 +296,7 @@ static void cu_matmul_fwd_small(void *y, int ldy, const void *x, int ldx, const 
         Unfused<T>::matmul_fwd(y, ldy, x, ldx, W, M, N, K, accumulate);
         return;
     }
-    GemvArgs a = {y, nullptr, x, nullptr, W, nullptr, ldy, ldx, M, N, K, accumulate, GV_PLAIN, 0.0f};
+    GemvArgs a = {y, nullptr, x, nullptr, W, nullptr, ldy, ldx, M, N, K, accumulate, GV_PLAIN, 0.0f, 0};
     gemv_launch<T>(a);
 }
 
@@ -289,7 +318,7 @@ static void cu_rmsnorm_matmul_fwd(void *y, int ldy, void *s_out, const void *x, 
         cu_scratch_free(xn);
         return;
     }
-    GemvArgs a = {y, s_out, x, resid, W, nw, ldy, K, M, N, K, 0, GV_RMSNORM, eps};
+    GemvArgs a = {y, s_out, x, resid, W, nw, ldy, K, M, N, K, 0, GV_RMSNORM, eps, 0};
     gemv_launch<T>(a);
 }
 
@@ -306,7 +335,7 @@ static void cu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W
         cu_scratch_free(h);
         return;
     }
-    GemvArgs a = {y, nullptr, gu, nullptr, W, nullptr, ldy, 2 * K, M, N, K, 0, GV_SWIGLU, 0.0f};
+    GemvArgs a = {y, nullptr, gu, nullptr, W, nullptr, ldy, 2 * K, M, N, K, 0, GV_SWIGLU, 0.0f, 0};
     gemv_launch<T>(a);
 }
 

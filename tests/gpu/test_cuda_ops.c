@@ -197,6 +197,9 @@ static void build_cases(int quick) {
     cases_gdn_decode(&g, 3, 2, 4, 16, 40, 2, 0, 1);   // K = 2, dv = 40, EOD
     cases_gdn_decode(&g, 16, 4, 16, 32, 64, 4, 0, 1); // batch 16: four parts of 64 columns (two slices each)
     cases_gdn_decode(&g, 40, 4, 16, 32, 32, 4, 0, 1); // batch 40: enough groups, one block each
+    // the RMSNorm staging: 16-byte loads over two rounds of the block (K > 256 x 8), and the scalar form (K % 4 != 0)
+    cases_rmsnorm_matmul(&g, 1, 90, 2504, 1, 0);
+    cases_rmsnorm_matmul(&g, 2, 70, 1002, 1, 0);
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)
