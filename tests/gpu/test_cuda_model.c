@@ -73,9 +73,10 @@ static int check_step_graph(const Backend *be, const Config *c, const float *par
     enum { STEPS = 4 };
     double l_off[STEPS], l_on[STEPS];
     float *g_off = xmalloc(P * 4), *g_on = xmalloc(P * 4), *w_off = xmalloc(P * 4), *w_on = xmalloc(P * 4);
-    Config cg = *c;
+    Config co = *c, cg = *c; // (graphs are on by default: the direct run turns them off)
     int rec_off, rec_on;
-    train_steps(be, c, params, ids, STEPS, l_off, g_off, w_off, &rec_off);
+    co.enable_cuda_graph = 0;
+    train_steps(be, &co, params, ids, STEPS, l_off, g_off, w_off, &rec_off);
     cg.enable_cuda_graph = 1;
     train_steps(be, &cg, params, ids, STEPS, l_on, g_on, w_on, &rec_on);
     int same = !memcmp(l_off, l_on, sizeof l_off) && !memcmp(g_off, g_on, P * 4) && !memcmp(w_off, w_on, P * 4);
