@@ -124,6 +124,7 @@ static const Backend cpu_backend = {
     .lmhead_ce = cpu_lmhead_ce,
     .lmhead_logits = cpu_lmhead_logits,
     .logits_stats = cpu_logits_stats,
+    .token_ring_push = cpu_token_ring_push,
     .sum = cpu_sum,
     .sumsq = cpu_sumsq,
     .adamw = cpu_adamw,

@@ -123,6 +123,7 @@ void cpu_lmhead_logits(float *logits, const void *y, const void *E, int N, int h
 double cpu_sum_exp(const float *l, int V, float mx);
 void cpu_exp_scale(float *l, int V, float mx, float scale);
 void cpu_logits_stats(int32_t *argmax, float *logprob, const float *logits, const int32_t *targets, int rows, int V);
+void cpu_token_ring_push(int32_t *ring, int32_t *count, const int32_t *tok, int B, int K);
 
 // ---- ops fused for decoding (cpu/decode_fused.c): the ops they stand for, in sequence
 void cpu_gdn_decode_fwd(void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state, float *S,

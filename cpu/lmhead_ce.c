@@ -93,3 +93,10 @@ void cpu_logits_stats(int32_t *argmax, float *logprob, const float *logits, cons
         logprob[r] = (float)((double)l[t] - mx - log(z));
     }
 }
+
+void cpu_token_ring_push(int32_t *ring, int32_t *count, const int32_t *tok, int B, int K) {
+    CPU_REQUIRE(ring && count && tok, "token_ring_push", "NULL pointer (ring, count, tok)");
+    CPU_REQUIRE(B > 0 && K > 0 && count[0] >= 0, "token_ring_push", "bad shape B=%d K=%d or count %d", B, K, count[0]);
+    memcpy(ring + (size_t)(count[0] % K) * B, tok, (size_t)B * sizeof(int32_t));
+    count[0]++;
+}

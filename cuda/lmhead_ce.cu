@@ -403,8 +403,25 @@ static void cu_logits_stats(int32_t *argmax, float *logprob, const float *logits
     cu_scratch_free(pmax);
 }
 
+// one block: the slot is read from count before any thread advances it (count is this op's alone)
+__global__ void token_ring_push_kernel(int32_t *ring, int32_t *count, const int32_t *tok, int B, int K) {
+    cu_pdl_wait(); // tok is the step's argmax, written by the kernel before
+    const int slot = count[0] % K;
+    for (int b = threadIdx.x; b < B; b += blockDim.x) ring[(size_t)slot * B + b] = tok[b];
+    __syncthreads(); // every thread has read count
+    if (threadIdx.x == 0) count[0] = count[0] + 1;
+}
+
+static void cu_token_ring_push(int32_t *ring, int32_t *count, const int32_t *tok, int B, int K) {
+    CU_REQUIRE(ring && count && tok, "token_ring_push", "NULL pointer (ring, count, tok)");
+    CU_REQUIRE(B > 0 && K > 0, "token_ring_push", "bad shape B=%d K=%d", B, K);
+    cu_launch_pdl("token_ring_push", token_ring_push_kernel, dim3(1), dim3(B < 256 ? 32 * ((B + 31) / 32) : 256), 0, ring,
+                  count, tok, B, K);
+}
+
 void cu_register_lmhead(Backend *b, int use_bf16) {
     b->logits_stats = cu_logits_stats;
+    b->token_ring_push = cu_token_ring_push;
     b->lmhead_ce = use_bf16 ? cu_lmhead_ce<bf16> : cu_lmhead_ce<float>;
     b->lmhead_logits = use_bf16 ? cu_lmhead_logits<bf16> : cu_lmhead_logits<float>;
 }

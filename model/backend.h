@@ -235,6 +235,10 @@ typedef struct Backend {
     // argmax, targets and logprob are backend memory (decode picks greedy tokens, eval scores, on the device).
     void (*logits_stats)(int32_t *argmax, float *logprob, const float *logits, const int32_t *targets, int rows,
                          int V);
+    // Decoding's token history, so that the host reads tokens every few steps rather than after each: ring [K, B]
+    // and count [1] backend memory; ring[(count % K) * B + b] = tok[b] for b < B, then count += 1. The slot comes
+    // from count, so a recorded step pushes into the next slot at every replay.
+    void (*token_ring_push)(int32_t *ring, int32_t *count, const int32_t *tok, int B, int K);
 
     // ---- optimizer
     void (*sum)(float *out, const float *x, size_t n);   // out[0] = sum x (deterministic), backend memory

@@ -116,6 +116,8 @@
     X(logits_stats,                                                                                                 \
       (int32_t *argmax, float *logprob, const float *logits, const int32_t *targets, int rows, int V),              \
       (argmax, logprob, logits, targets, rows, V), 0, 0)                                                            \
+    X(token_ring_push, (int32_t *ring, int32_t *count, const int32_t *tok, int B, int K), (ring, count, tok, B, K), 0, \
+      0)                                                                                                            \
     X(sum, (float *out, const float *x, size_t n), (out, x, n), 0, 0)                                               \
     X(sumsq, (float *out, const float *x, size_t n), (out, x, n), 0, 0)                                             \
     X(adamw,                                                                                                        \

@@ -232,7 +232,7 @@ void infer_state_reset(Model *m, InferState *st) {
 void infer_state_free(Model *m, InferState *st) {
     if (!st) return;
     if (st->graph) m->be->graph_free(st->graph);
-    if (st->tok) { m->be->free(st->tok); m->be->free(st->logits); }
+    if (st->tok) { m->be->free(st->tok); m->be->free(st->logits); m->be->free(st->ring); m->be->free(st->ring_count); }
     for (int l = 0; l < m->d.L; l++) kind_of(m, l)->state_free(m, l, &st->layer[l]);
     free(st->layer);
     free(st);
@@ -317,14 +317,19 @@ static void decode_ops(Model *m, InferState *st) {
     forward_tokens(m, st->tok, st->B, 1, st);
     m->be->lmhead_logits(st->logits, m->y_final, WA(m, m->lay.embeddings), st->B, m->d.h, m->d.V);
     m->be->logits_stats(st->tok, NULL, st->logits, NULL, st->B, m->d.V);
+    m->be->token_ring_push(st->ring, st->ring_count, st->tok, st->B, DECODE_RING);
 }
 
-void model_decode_step(Model *m, InferState *st, const int32_t *feed, int32_t *argmax_out, float *logits_out) {
+void model_decode_launch(Model *m, InferState *st, const int32_t *feed) {
     const Backend *be = m->be;
     int B = st->B, V = m->d.V;
     if (!st->tok) {
         st->tok = be->alloc((size_t)B * sizeof(int32_t));
         st->logits = be->alloc((size_t)B * V * sizeof(float));
+        st->ring = be->alloc((size_t)DECODE_RING * B * sizeof(int32_t));
+        st->ring_count = be->alloc(sizeof(int32_t));
+        const int32_t zero = 0;
+        be->memcpy_h2d(st->ring_count, &zero, sizeof zero);
     }
     if (feed) {
         check_ids(m, feed, (size_t)B, "decode input");
@@ -353,8 +358,26 @@ void model_decode_step(Model *m, InferState *st, const int32_t *feed, int32_t *a
         }
     }
     st->steps++;
-    if (argmax_out) be->memcpy_d2h(argmax_out, st->tok, (size_t)B * sizeof(int32_t));
-    if (logits_out) be->memcpy_d2h(logits_out, st->logits, (size_t)B * V * sizeof(float));
+}
+
+void model_decode_step(Model *m, InferState *st, const int32_t *feed, int32_t *argmax_out, float *logits_out) {
+    model_decode_launch(m, st, feed);
+    if (argmax_out) m->be->memcpy_d2h(argmax_out, st->tok, (size_t)st->B * sizeof(int32_t));
+    if (logits_out) m->be->memcpy_d2h(logits_out, st->logits, (size_t)st->B * m->d.V * sizeof(float));
+}
+
+void model_decode_read(Model *m, InferState *st, int32_t *toks, int n) {
+    const int B = st->B;
+    if (n < 1 || n > DECODE_RING || n > st->steps)
+        die("model_decode_read: %d steps asked, 1..%d available (%d steps so far, a ring of %d)", n,
+            st->steps < DECODE_RING ? st->steps : DECODE_RING, st->steps, DECODE_RING);
+    int32_t *ring = xmalloc((size_t)DECODE_RING * B * sizeof(int32_t));
+    m->be->memcpy_d2h(ring, st->ring, (size_t)DECODE_RING * B * sizeof(int32_t)); // waits for the queued steps
+    for (int j = 0; j < n; j++) {
+        const int s = st->steps - n + j; // step s pushed into slot s % DECODE_RING
+        memcpy(toks + (size_t)j * B, ring + (size_t)(s % DECODE_RING) * B, (size_t)B * sizeof(int32_t));
+    }
+    free(ring);
 }
 
 void model_token_losses(Model *m, const int32_t *targets, float *losses) {

@@ -106,10 +106,14 @@ typedef struct {
     // its argmax), logits [B, V] fp32, and the step recorded as a graph where the backend has graphs
     int32_t *tok;
     float *logits;
+    // each step's argmax also goes to ring[step % DECODE_RING] [DECODE_RING, B] (backend memory, ring_count its
+    // push count): model_decode_read fetches several steps' tokens in one read
+    int32_t *ring, *ring_count;
     void *graph;
     unsigned graph_gen; // m->acts_gen when recorded
     int steps;
 } InferState;
+enum { DECODE_RING = 64 };
 
 Model *model_create(const Config *cfg, const Backend *be, int training);
 void model_free(Model *m);
@@ -138,6 +142,12 @@ void infer_state_free(Model *m, InferState *st);
 // token, logits_out (host [B, V]) the logits; either may be NULL. On a backend with graphs the second and
 // later steps replay one recorded graph (set GDN_NO_GRAPH=1 to run the ops one by one).
 void model_decode_step(Model *m, InferState *st, const int32_t *feed, int32_t *argmax_out, float *logits_out);
+// The same step, returning as soon as it is queued: nothing is read back (greedy decoding on the backend, feed NULL
+// after the first step). Steps queued back to back run without a host round trip between them.
+void model_decode_launch(Model *m, InferState *st, const int32_t *feed);
+// The argmax tokens [n, B] of the last n steps (1 <= n <= min(DECODE_RING, steps so far)), oldest first; waits for
+// them to be computed.
+void model_decode_read(Model *m, InferState *st, int32_t *toks, int n);
 // After model_forward: for n (row, target) pairs (host arrays), logprob[i] = log p(targets[i] | row rows[i])
 // and argmax[i] = that row's greedy token (host outputs), computed on the backend.
 void model_score_rows(Model *m, const int32_t *rows, const int32_t *targets, int n, float *logprob, int32_t *argmax);

@@ -145,10 +145,28 @@ static int check_decode_step(int hybrid) {
         memcpy(greedy_host + t * B, cur, sizeof cur);
     }
     int greedy_ok = !memcmp(greedy_host, greedy_dev, sizeof greedy_host);
-    int ok = same && argmax_ok && greedy_ok;
+    // queued steps read back in groups (generate's loop): 150 steps, past the ring's DECODE_RING slots, read in
+    // groups of 1, 16, 64 and 5 (wrapping), against model_decode_step one step at a time
+    enum { LONG = 150 };
+    static int32_t one[LONG * 2], grouped[LONG * 2];
+    InferState *re = infer_state_new(m, B), *rf = infer_state_new(m, B);
+    model_forward_state(m, pre, B, P, re);
+    model_forward_state(m, pre, B, P, rf);
+    for (int t = 0; t < LONG; t++) model_decode_step(m, re, t == 0 ? first : NULL, one + t * B, NULL);
+    static const int sizes[] = {1, 16, 64, 5};
+    for (int t = 0, k = 0; t < LONG; k++) {
+        int g = sizes[k % 4] < LONG - t ? sizes[k % 4] : LONG - t;
+        for (int j = 0; j < g; j++) model_decode_launch(m, rf, t + j == 0 ? first : NULL);
+        model_decode_read(m, rf, grouped + t * B, g);
+        t += g;
+    }
+    int ring_ok = !memcmp(one, grouped, sizeof one) && !memcmp(one, greedy_dev, sizeof greedy_dev);
+    int ok = same && argmax_ok && greedy_ok && ring_ok;
     printf("%s %s decode step: logits == forward_state T=1 bit for bit: %s; argmax == host argmax: %s; greedy with the "
-           "argmax kept in backend memory == fed from the host: %s\n",
-           ok ? "ok  " : "FAIL", hybrid < 0 ? "gdn" : "hybrid", same ? "yes" : "NO", argmax_ok ? "yes" : "NO", greedy_ok ? "yes" : "NO");
+           "argmax kept in backend memory == fed from the host: %s; %d queued steps read in groups == one by one: %s\n",
+           ok ? "ok  " : "FAIL", hybrid < 0 ? "gdn" : "hybrid", same ? "yes" : "NO", argmax_ok ? "yes" : "NO",
+           greedy_ok ? "yes" : "NO", LONG, ring_ok ? "yes" : "NO");
+    infer_state_free(m, re); infer_state_free(m, rf);
     infer_state_free(m, ra); infer_state_free(m, rb); infer_state_free(m, rc); infer_state_free(m, rd);
     model_free(m);
     free(params); free(la); free(lb);

@@ -200,6 +200,10 @@ static void build_cases(int quick) {
     // the RMSNorm staging: 16-byte loads over two rounds of the block (K > 256 x 8), and the scalar form (K % 4 != 0)
     cases_rmsnorm_matmul(&g, 1, 90, 2504, 1, 0);
     cases_rmsnorm_matmul(&g, 2, 70, 1002, 1, 0);
+    // decoding's token history: the slot from the count, wrapping past K
+    cases_token_ring_push(&g, 1, 16, 0, 1);
+    cases_token_ring_push(&g, 3, 4, 6, 3);
+    cases_token_ring_push(&g, 300, 2, 1, 1);
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)

@@ -220,6 +220,23 @@ void cases_logits_stats(Rng *g, int rows, int V, int with_logprob, int big) {
     if (!with_logprob) lp->is_null = 1;
 }
 
+static void run_token_ring_push(const Backend *be, void **p, const Case *c) {
+    // tok, ring, count;  i: B K pushes
+    for (int x = 0; x < c->i[2]; x++) be->token_ring_push(p[1], p[2], p[0], c->i[0], c->i[1]);
+}
+
+// `pushes` pushes of one tok from count0: the slots after count0 % K (wrapping) take tok, the others keep their
+// values, count ends at count0 + pushes
+void cases_token_ring_push(Rng *g, int B, int K, int count0, int pushes) {
+    Case *c = new_case("token_ring_push", run_token_ring_push, "B=%d K=%d count=%d pushes=%d", B, K, count0, pushes);
+    c->i[0] = B, c->i[1] = K, c->i[2] = pushes;
+    Tensor *tok = add_in(c, "tok", K_I32, B, 1, 1);
+    for (int b = 0; b < B; b++) tok->init_i[b] = (int32_t)(rng_u64(g) % 128256);
+    Tensor *ring = add_t(c, "ring", K_I32, R_ACC, (size_t)K * B, 1, 1, F32_EXACT, B16_EXACT);
+    for (int x = 0; x < K * B; x++) ring->init_i[x] = -1 - x;
+    add_t(c, "count", K_I32, R_ACC, 1, 1, 1, F32_EXACT, B16_EXACT)->init_i[0] = count0;
+}
+
 // recompute_swiglu's claim, on one backend (its own kernels, not the CPU twin): the y swiglu_bwd recomputes,
 // over dy in place, is swiglu_fwd's y bit for bit, and the gradient is the bits it is without y; both widths of
 // F (the 16-byte vector path and the scalar one).

@@ -116,6 +116,7 @@ void cases_matmul(Rng *g, int M, int N, int K, int pad, int acc, int big);
 void cases_swiglu(Rng *g, int N, int F, int mode, int big);
 void cases_lmhead(Rng *g, int N, int h, int V, int with_grad, int chunk_rows, int big);
 void cases_logits_stats(Rng *g, int rows, int V, int with_logprob, int big);
+void cases_token_ring_push(Rng *g, int B, int K, int count0, int pushes);
 // gdn: the GDN mixer's ops (short conv, doc starts, L2 norm, gates, gated RMSNorm, the chunked delta rule)
 void doc_layout_random(Rng *g, int32_t *ids, int32_t *ds, int B, int T);
 void add_doc_start(Case *c, Rng *g, int B, int T, int docs);
