@@ -90,8 +90,8 @@ static int check_step_graph(const Backend *be, const Config *c, const float *par
 }
 
 // Decoding: prefill P tokens (chunked forward, state out), then S decode steps (model_decode_step).
-// Teacher-forced tokens (feed != NULL every step) or greedy (feed NULL after the first step). Returns the
-// logits of every step [S, B, V] and the argmax tokens [S, B].
+// Teacher-forced tokens (feed != NULL every step) or greedy (feed NULL after the first step; greedy == 2: queued in
+// groups, tokens only). Returns the logits of every step [S, B, V] and the argmax tokens [S, B].
 static void decode_run(const Backend *be, const Config *c, const float *params, const int32_t *ids, int B, int P,
                        int S, int greedy, float *logits, int32_t *toks) {
     Model *m = model_create(c, be, 0);
@@ -103,6 +103,11 @@ static void decode_run(const Backend *be, const Config *c, const float *params, 
     model_forward_state(m, pre, B, P, st);
     for (int t = 0; t < S; t++) {
         for (int b = 0; b < B; b++) feed[b] = ids[(size_t)b * T + P + t];
+        if (greedy == 2) { // generate's loop: steps queued in groups of 5, their tokens read per group (no logits)
+            model_decode_launch(m, st, t > 0 ? NULL : feed);
+            if (t % 5 == 4 || t == S - 1) model_decode_read(m, st, toks + (size_t)(t - t % 5) * B, t % 5 + 1);
+            continue;
+        }
         model_decode_step(m, st, greedy && t > 0 ? NULL : feed, toks + (size_t)t * B, logits + (size_t)t * B * V);
     }
     infer_state_free(m, st);
@@ -169,6 +174,12 @@ static int check_decode(const Backend *cpu, const Backend *c32, const Backend *c
     decode_run(c16, &c, params, ids, B, P, S, 1, l_g, t_g);
     ok = !memcmp(l_e, l_g, nl * 4) && !memcmp(t_e, t_g, (size_t)S * B * 4);
     printf("%s greedy decode bf16, %d steps: graph replay == direct ops (logits and tokens bit-identical): %s\n",
+           ok ? "PASS" : "FAIL", S, ok ? "yes" : "NO");
+    fails += !ok;
+    // greedy, bf16: the steps queued in groups (the ring of argmax tokens read per group) vs one by one
+    decode_run(c16, &c, params, ids, B, P, S, 2, l_e, t_e);
+    ok = !memcmp(t_e, t_g, (size_t)S * B * 4);
+    printf("%s greedy decode bf16, %d steps queued in groups of 5: tokens == one step at a time: %s\n",
            ok ? "PASS" : "FAIL", S, ok ? "yes" : "NO");
     fails += !ok;
     params_layout_free(&pl);
