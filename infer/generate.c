@@ -74,10 +74,11 @@ int cmd_generate(int argc, char **argv) {
     int device_greedy = (sc.greedy || sc.temperature <= 0) && sc.repetition_penalty == 1.0f;
     size_t print_from = n; // streaming: seq[print_from..] is not printed yet
     int32_t *next = xmalloc((size_t)B * sizeof(int32_t));
-    // Device greedy: steps are queued DECODE_GROUP at a time and their tokens read back together (each step takes
-    // the previous argmax on the device), so the GPU does not idle for a host round trip after every step. At an
-    // EOS (batch 1) the rest of its group was computed for nothing. The first two steps run alone (the direct
-    // run, then the one recorded as a graph) and the steady state is timed from the third.
+    // Device greedy: steps are queued DECODE_GROUP at a time, recorded together as one graph, and their tokens read
+    // back together (each step takes the previous argmax on the device), so the GPU does not idle for a host round
+    // trip, nor for a graph launch, after every step. At an EOS (batch 1) the rest of its group was computed for
+    // nothing. The first two steps run alone (the direct run, then the one recorded as a graph; a last group
+    // shorter than DECODE_GROUP replays that one) and the steady state is timed from the third.
     enum { DECODE_GROUP = 16 };
     int32_t *group = xmalloc((size_t)DECODE_GROUP * B * sizeof(int32_t));
     t0 = now_sec();
@@ -95,7 +96,12 @@ int cmd_generate(int argc, char **argv) {
             if (used == have) {
                 if (launched == 2 && steady_from < 0) { m->be->sync(); t_steady = now_sec(); steady_from = launched; }
                 int g = launched < 2 ? 1 : max_new - i < DECODE_GROUP ? max_new - i : DECODE_GROUP;
-                for (int k = 0; k < g; k++, launched++) model_decode_launch(m, st, launched == 0 ? next : NULL);
+                if (g == DECODE_GROUP) { // a full group: its steps recorded as one graph (no gap between them)
+                    model_decode_launch_n(m, st, g);
+                    launched += g;
+                } else {
+                    for (int k = 0; k < g; k++, launched++) model_decode_launch(m, st, launched == 0 ? next : NULL);
+                }
                 model_decode_read(m, st, group, g);
                 have = g, used = 0;
             }

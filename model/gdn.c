@@ -232,6 +232,7 @@ void infer_state_reset(Model *m, InferState *st) {
 void infer_state_free(Model *m, InferState *st) {
     if (!st) return;
     if (st->graph) m->be->graph_free(st->graph);
+    if (st->graph_n) m->be->graph_free(st->graph_n);
     if (st->tok) { m->be->free(st->tok); m->be->free(st->logits); m->be->free(st->ring); m->be->free(st->ring_count); }
     for (int l = 0; l < m->d.L; l++) kind_of(m, l)->state_free(m, l, &st->layer[l]);
     free(st->layer);
@@ -247,6 +248,10 @@ static void state_grow(Model *m, InferState *st, int T) {
     if (moved && st->graph) {
         m->be->graph_free(st->graph);
         st->graph = NULL;
+    }
+    if (moved && st->graph_n) {
+        m->be->graph_free(st->graph_n);
+        st->graph_n = NULL;
     }
 }
 
@@ -358,6 +363,33 @@ void model_decode_launch(Model *m, InferState *st, const int32_t *feed) {
         }
     }
     st->steps++;
+}
+
+void model_decode_launch_n(Model *m, InferState *st, int n) {
+    const Backend *be = m->be;
+    const char *ng = getenv("GDN_NO_GRAPH");
+    if (n < 1) die("model_decode_launch_n: %d steps", n);
+    if (!st->steps) die("model_decode_launch_n: the first step needs the tokens to feed (model_decode_launch)");
+    if (n == 1 || !be->capture_begin || (ng && *ng && strcmp(ng, "0"))) {
+        for (int k = 0; k < n; k++) model_decode_launch(m, st, NULL);
+        return;
+    }
+    ensure_acts(m, st->B, 1);
+    state_grow(m, st, n); // room for all n tokens before the recording (the KV caches of attention blocks)
+    if (st->graph_n && (st->graph_n_steps != n || st->graph_n_gen != m->acts_gen)) {
+        be->graph_free(st->graph_n);
+        st->graph_n = NULL;
+    }
+    if (!st->graph_n && be->capture_begin() == 0) {
+        for (int k = 0; k < n; k++) decode_ops(m, st); // recorded, not run: every step's ops use the same buffers
+        st->graph_n = be->capture_end();
+        st->graph_n_steps = n;
+        st->graph_n_gen = m->acts_gen;
+    }
+    if (st->graph_n) be->graph_launch(st->graph_n);
+    else
+        for (int k = 0; k < n; k++) decode_ops(m, st); // no graph (the capture failed or was refused): run them
+    st->steps += n;
 }
 
 void model_decode_step(Model *m, InferState *st, const int32_t *feed, int32_t *argmax_out, float *logits_out) {

@@ -111,6 +111,9 @@ typedef struct {
     int32_t *ring, *ring_count;
     void *graph;
     unsigned graph_gen; // m->acts_gen when recorded
+    void *graph_n;      // model_decode_launch_n: graph_n_steps greedy steps recorded as one graph
+    unsigned graph_n_gen;
+    int graph_n_steps;
     int steps;
 } InferState;
 enum { DECODE_RING = 64 };
@@ -145,6 +148,9 @@ void model_decode_step(Model *m, InferState *st, const int32_t *feed, int32_t *a
 // The same step, returning as soon as it is queued: nothing is read back (greedy decoding on the backend, feed NULL
 // after the first step). Steps queued back to back run without a host round trip between them.
 void model_decode_launch(Model *m, InferState *st, const int32_t *feed);
+// n greedy steps (each takes the previous argmax; at least one step fed before), recorded together as one graph
+// where the backend has graphs, so there is no launch gap between them; queued, nothing read back.
+void model_decode_launch_n(Model *m, InferState *st, int n);
 // The argmax tokens [n, B] of the last n steps (1 <= n <= min(DECODE_RING, steps so far)), oldest first; waits for
 // them to be computed.
 void model_decode_read(Model *m, InferState *st, int32_t *toks, int n);

@@ -145,8 +145,8 @@ static int check_decode_step(int hybrid) {
         memcpy(greedy_host + t * B, cur, sizeof cur);
     }
     int greedy_ok = !memcmp(greedy_host, greedy_dev, sizeof greedy_host);
-    // queued steps read back in groups (generate's loop): 150 steps, past the ring's DECODE_RING slots, read in
-    // groups of 1, 16, 64 and 5 (wrapping), against model_decode_step one step at a time
+    // queued steps read back in groups (generate's loop): 150 steps, past the ring's DECODE_RING slots, queued by
+    // model_decode_launch_n and read in groups of 1, 16, 64 and 5 (wrapping), against model_decode_step one by one
     enum { LONG = 150 };
     static int32_t one[LONG * 2], grouped[LONG * 2];
     InferState *re = infer_state_new(m, B), *rf = infer_state_new(m, B);
@@ -156,7 +156,8 @@ static int check_decode_step(int hybrid) {
     static const int sizes[] = {1, 16, 64, 5};
     for (int t = 0, k = 0; t < LONG; k++) {
         int g = sizes[k % 4] < LONG - t ? sizes[k % 4] : LONG - t;
-        for (int j = 0; j < g; j++) model_decode_launch(m, rf, t + j == 0 ? first : NULL);
+        if (t == 0) model_decode_launch(m, rf, first);
+        if (g - (t == 0) > 0) model_decode_launch_n(m, rf, g - (t == 0)); // (the steps after the fed one)
         model_decode_read(m, rf, grouped + t * B, g);
         t += g;
     }

@@ -103,9 +103,15 @@ static void decode_run(const Backend *be, const Config *c, const float *params, 
     model_forward_state(m, pre, B, P, st);
     for (int t = 0; t < S; t++) {
         for (int b = 0; b < B; b++) feed[b] = ids[(size_t)b * T + P + t];
-        if (greedy == 2) { // generate's loop: steps queued in groups of 5, their tokens read per group (no logits)
-            model_decode_launch(m, st, t > 0 ? NULL : feed);
-            if (t % 5 == 4 || t == S - 1) model_decode_read(m, st, toks + (size_t)(t - t % 5) * B, t % 5 + 1);
+        if (greedy == 2) { // generate's loop: the first step fed, then groups of 5 steps recorded as one graph
+            if (t == 0) { // (model_decode_launch_n), their tokens read per group (no logits)
+                model_decode_launch(m, st, feed);
+                model_decode_read(m, st, toks, 1);
+            } else if ((t - 1) % 5 == 0) {
+                const int g = S - t < 5 ? S - t : 5;
+                model_decode_launch_n(m, st, g);
+                model_decode_read(m, st, toks + (size_t)t * B, g);
+            }
             continue;
         }
         model_decode_step(m, st, greedy && t > 0 ? NULL : feed, toks + (size_t)t * B, logits + (size_t)t * B * V);
@@ -179,7 +185,7 @@ static int check_decode(const Backend *cpu, const Backend *c32, const Backend *c
     // greedy, bf16: the steps queued in groups (the ring of argmax tokens read per group) vs one by one
     decode_run(c16, &c, params, ids, B, P, S, 2, l_e, t_e);
     ok = !memcmp(t_e, t_g, (size_t)S * B * 4);
-    printf("%s greedy decode bf16, %d steps queued in groups of 5: tokens == one step at a time: %s\n",
+    printf("%s greedy decode bf16, %d steps queued in graphs of 5 steps: tokens == one step at a time: %s\n",
            ok ? "PASS" : "FAIL", S, ok ? "yes" : "NO");
     fails += !ok;
     params_layout_free(&pl);
