@@ -14,7 +14,9 @@ static void help(void) {
            "                    [--tokenizer PATH] [--device cpu|cuda|auto] [--no-bos] [--quiet] [--skip-special]\n"
            "Streams the continuation of TEXT to stdout; prefill and decode speed and the state size go to stderr.\n"
            "Special tokens are shown (--skip-special hides them).\n"
-           "--batch B decodes B copies of the prompt at once (throughput measurement; the first is printed).\n");
+           "--batch B decodes B copies of the prompt at once (throughput measurement; the first is printed).\n"
+           "Greedy decoding queues its steps 16 at a time and reads their tokens together (GDN_DECODE_GROUP=N: N at a\n"
+           "time, 1 to 64; GDN_NO_GRAPH=1: no recorded graphs).\n");
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -79,7 +81,9 @@ int cmd_generate(int argc, char **argv) {
     // trip, nor for a graph launch, after every step. At an EOS (batch 1) the rest of its group was computed for
     // nothing. The first two steps run alone (the direct run, then the one recorded as a graph; a last group
     // shorter than DECODE_GROUP replays that one) and the steady state is timed from the third.
-    enum { DECODE_GROUP = 16 };
+    // GDN_DECODE_GROUP=N sets the group (1: a read after every step, as before; at most DECODE_RING)
+    const char *ge = getenv("GDN_DECODE_GROUP");
+    const int DECODE_GROUP = ge && atoi(ge) >= 1 ? (atoi(ge) < DECODE_RING ? atoi(ge) : DECODE_RING) : 16;
     int32_t *group = xmalloc((size_t)DECODE_GROUP * B * sizeof(int32_t));
     t0 = now_sec();
     double t_steady = 0;
@@ -96,7 +100,7 @@ int cmd_generate(int argc, char **argv) {
             if (used == have) {
                 if (launched == 2 && steady_from < 0) { m->be->sync(); t_steady = now_sec(); steady_from = launched; }
                 int g = launched < 2 ? 1 : max_new - i < DECODE_GROUP ? max_new - i : DECODE_GROUP;
-                if (g == DECODE_GROUP) { // a full group: its steps recorded as one graph (no gap between them)
+                if (launched >= 2 && g == DECODE_GROUP) { // a full group: its steps recorded as one graph (no gap between them)
                     model_decode_launch_n(m, st, g);
                     launched += g;
                 } else {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A tiny hybrid (blocks 0 GDN, 1 softmax attention with GQA 2) end to end on the CPU through the CLI:
 # training lowers the loss; `gdn generate` decodes greedily twice with the same output, and its batch of 2
-# prints the same text as batch 1. (Decode == full forward, past the KV cache's growth: tests/test_decode.c.)
+# prints the same text as batch 1, and so do greedy steps queued in other groups (GDN_DECODE_GROUP 1: a read after
+# every step, 3, 64). (Decode == full forward, past the KV cache's growth: tests/test_decode.c.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -25,6 +26,10 @@ gen=(--load "$tmp/b" --tokenizer .assets/llama3/tokenizer.json --prompt "The cap
 ./gdn generate "${gen[@]}" --batch 2 > "$tmp/g3.txt" 2> /dev/null
 cmp "$tmp/g1.txt" "$tmp/g2.txt"
 cmp "$tmp/g1.txt" "$tmp/g3.txt"
+for g in 1 3 64; do
+  GDN_DECODE_GROUP=$g ./gdn generate "${gen[@]}" > "$tmp/g4.txt" 2> /dev/null
+  cmp "$tmp/g1.txt" "$tmp/g4.txt" || { echo "FAILED: GDN_DECODE_GROUP=$g changes the text"; exit 1; }
+done
 [ "$(wc -c < "$tmp/g1.txt")" -gt 30 ] || { echo "FAILED: short output"; cat "$tmp/g1.txt" "$tmp/g1.err"; exit 1; }
 cat "$tmp/g1.err" | tail -3
 grep -q "KV cache" "$tmp/g1.err"
