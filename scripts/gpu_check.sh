@@ -95,14 +95,22 @@ if has decode; then # recurrent decoding speed of the 300M, and greedy CPU == CU
   # programmatic dependent launch off (GDN_CUDA_PDL=0): what it buys at batch 1, where the GEMVs run
   GDN_CUDA_PDL=0 stage decode_nopdl_b1 ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" \
       --prompt "The capital of France is" --max-new-tokens 300 --greedy --batch 1 --device cuda --quiet
+  # the token read after every step (GDN_DECODE_GROUP=1) instead of 16 steps queued as one graph: what queuing buys
+  GDN_DECODE_GROUP=1 stage decode_group1_b1 ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" \
+      --prompt "The capital of France is" --max-new-tokens 300 --greedy --batch 1 --device cuda --quiet
   # greedy text of a (briefly trained) 300M checkpoint: the CPU reference and CUDA must agree token for token
   CK="$W/ckpt_trained"; [ -d "$CK" ] || CK="$W/ckpt_init"
   for d in "cpu fp32" "cuda fp32" "cuda bf16"; do set -- $d
     stage greedy_$1_$2 ./gdn generate --load "$CK" --tokenizer "$TOK" --prompt "The capital of France is" \
-        --max-new-tokens 24 --greedy --device $1 --precision $2
+        --max-new-tokens 40 --greedy --device $1 --precision $2
   done
+  # bf16, the token read after every step: the same text as the queued groups (graphs of 16 steps)
+  GDN_DECODE_GROUP=1 stage greedy_cuda_bf16_group1 ./gdn generate --load "$CK" --tokenizer "$TOK" \
+      --prompt "The capital of France is" --max-new-tokens 40 --greedy --device cuda --precision bf16
   stage greedy_same bash -c "a=\$(grep -v '^generate:' $OUT/greedy_cpu_fp32.log); b=\$(grep -v '^generate:' $OUT/greedy_cuda_fp32.log);
       [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ] && grep -q '^generate:' $OUT/greedy_cuda_fp32.log && echo 'greedy text: CPU == CUDA (fp32)'"
+  stage greedy_groups_same bash -c "a=\$(grep -v '^generate:' $OUT/greedy_cuda_bf16.log); b=\$(grep -v '^generate:' $OUT/greedy_cuda_bf16_group1.log);
+      [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ] && echo 'greedy text, bf16: groups of 16 == a read after every step'"
 fi
 if has eval; then # loglikelihood requests/s of the 300M: synthetic ARC-Easy docs in the hub's schema
   ensure_ckpt_init
@@ -145,9 +153,9 @@ echo; echo "==================== summary ===================="
 printf "%-20s %s\n" stage result
 for k in build ops ops_bench model bench300m bench300m_ce8192 bench300m_profile bench1b fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train \
          gdn_train_parity compare_fla train_short to_hf fla_logits_ours gdn_logits_ours compare_roundtrip decode_b1 decode_b16 \
-         decode_nograph_b1 decode_nograph_b16 decode_nopdl_b1 fla_decode_b1 fla_decode_b16 eval_arc_bs32 eval_arc_bsauto \
+         decode_nograph_b1 decode_nograph_b16 decode_nopdl_b1 decode_group1_b1 fla_decode_b1 fla_decode_b16 eval_arc_bs32 eval_arc_bsauto \
          dp_w1 dp_w2 dp_compare dist \
-         greedy_cpu_fp32 greedy_cuda_fp32 greedy_cuda_bf16 greedy_same train300m; do
+         greedy_cpu_fp32 greedy_cuda_fp32 greedy_cuda_bf16 greedy_cuda_bf16_group1 greedy_same greedy_groups_same train300m; do
   [ -n "${RESULT[$k]:-}" ] && printf "%-20s %s\n" "$k" "${RESULT[$k]}"
 done
 grep -h "fla_ms_per_step" "$OUT/fla_train.log" 2>/dev/null | tail -1
@@ -158,9 +166,10 @@ grep -h "gdn checkpoint -> HF" "$OUT/compare_roundtrip.log" 2>/dev/null
 for b in 1 16; do grep -h "^generate:" "$OUT/decode_b$b.log" 2>/dev/null | sed "s/^/batch $b: /"; done
 for b in 1 16; do grep -h "^generate:" "$OUT/decode_nograph_b$b.log" 2>/dev/null | sed "s/^/no graph, batch $b: /"; done
 grep -h "^generate:" "$OUT/decode_nopdl_b1.log" 2>/dev/null | sed "s/^/no PDL, batch 1: /"
+grep -h "^generate:" "$OUT/decode_group1_b1.log" 2>/dev/null | sed "s/^/a read after every step, batch 1: /"
 grep -h "fla_decode_batch" "$OUT"/fla_decode_b*.log 2>/dev/null
 for bs in 32 auto; do grep -h "req/s" "$OUT/eval_arc_bs$bs.log" 2>/dev/null | tail -1 | sed "s/^/eval batch-size $bs: /"; done
-grep -h "greedy text" "$OUT/greedy_same.log" 2>/dev/null
+grep -h "greedy text" "$OUT/greedy_same.log" "$OUT/greedy_groups_same.log" 2>/dev/null
 grep -h "GPUs\|GPU:" "$OUT/dp_compare.log" 2>/dev/null
 grep -h "elapsed time per iteration" "$OUT/train300m.log" 2>/dev/null | tail -2 | sed 's/.*iteration  *\([0-9]*\)\/.*elapsed time per iteration (ms): \([0-9.]*\).*tokens\/s\/GPU): \([0-9.]*\).*lm loss: \([0-9.E+-]*\).*/gdn 300M iter \1: \2 ms\/iter, \3 tokens\/s, loss \4/'
 } | tee "$OUT/summary.txt"
