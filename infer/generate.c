@@ -76,15 +76,15 @@ int cmd_generate(int argc, char **argv) {
     int device_greedy = (sc.greedy || sc.temperature <= 0) && sc.repetition_penalty == 1.0f;
     size_t print_from = n; // streaming: seq[print_from..] is not printed yet
     int32_t *next = xmalloc((size_t)B * sizeof(int32_t));
-    // Device greedy: steps are queued DECODE_GROUP at a time, recorded together as one graph, and their tokens read
+    // Device greedy: steps are queued group_steps (16) at a time, recorded together as one graph, and their tokens read
     // back together (each step takes the previous argmax on the device), so the GPU does not idle for a host round
     // trip, nor for a graph launch, after every step. At an EOS (batch 1) the rest of its group was computed for
     // nothing. The first two steps run alone (the direct run, then the one recorded as a graph; a last group
-    // shorter than DECODE_GROUP replays that one) and the steady state is timed from the third.
+    // shorter than group_steps replays that one) and the steady state is timed from the third.
     // GDN_DECODE_GROUP=N sets the group (1: a read after every step, as before; at most DECODE_RING)
     const char *ge = getenv("GDN_DECODE_GROUP");
-    const int DECODE_GROUP = ge && atoi(ge) >= 1 ? (atoi(ge) < DECODE_RING ? atoi(ge) : DECODE_RING) : 16;
-    int32_t *group = xmalloc((size_t)DECODE_GROUP * B * sizeof(int32_t));
+    const int group_steps = ge && atoi(ge) >= 1 ? (atoi(ge) < DECODE_RING ? atoi(ge) : DECODE_RING) : 16;
+    int32_t *group = xmalloc((size_t)group_steps * B * sizeof(int32_t));
     t0 = now_sec();
     double t_steady = 0;
     int produced = 0, launched = 0, steady_from = -1; // steps launched; launched when the steady timing started
@@ -99,8 +99,8 @@ int cmd_generate(int argc, char **argv) {
         } else { // device greedy: token i is step i - 1's argmax
             if (used == have) {
                 if (launched == 2 && steady_from < 0) { m->be->sync(); t_steady = now_sec(); steady_from = launched; }
-                int g = launched < 2 ? 1 : max_new - i < DECODE_GROUP ? max_new - i : DECODE_GROUP;
-                if (launched >= 2 && g == DECODE_GROUP) { // a full group: its steps recorded as one graph (no gap between them)
+                int g = launched < 2 ? 1 : max_new - i < group_steps ? max_new - i : group_steps;
+                if (launched >= 2 && g == group_steps) { // a full group: its steps recorded as one graph (no gap between them)
                     model_decode_launch_n(m, st, g);
                     launched += g;
                 } else {
