@@ -32,7 +32,8 @@ struct GemvArgs {
     const float *nw;
     int ldy, ldx, M, N, K, accumulate, mode;
     float eps;
-    int xvec; // the staging reads x (and resid, writes s_out) in 16-byte vectors (16-byte aligned, ldx and K multiples of 8 / 4)
+    // the staging reads x (and resid, writes s_out) in 16-byte vectors (16-byte aligned, ldx and K multiples of 8 / 4)
+    int xvec;
 };
 
 // rows [m0, m0 + MT) of x' into xs [MT][K] (rows past M: zeros)

@@ -415,8 +415,8 @@ __global__ void token_ring_push_kernel(int32_t *ring, int32_t *count, const int3
 static void cu_token_ring_push(int32_t *ring, int32_t *count, const int32_t *tok, int B, int K) {
     CU_REQUIRE(ring && count && tok, "token_ring_push", "NULL pointer (ring, count, tok)");
     CU_REQUIRE(B > 0 && K > 0, "token_ring_push", "bad shape B=%d K=%d", B, K);
-    cu_launch_pdl("token_ring_push", token_ring_push_kernel, dim3(1), dim3(B < 256 ? 32 * ((B + 31) / 32) : 256), 0, ring,
-                  count, tok, B, K);
+    const unsigned threads = B < 256 ? 32 * ((B + 31) / 32) : 256;
+    cu_launch_pdl("token_ring_push", token_ring_push_kernel, dim3(1), dim3(threads), 0, ring, count, tok, B, K);
 }
 
 void cu_register_lmhead(Backend *b, int use_bf16) {

@@ -100,7 +100,7 @@ int cmd_generate(int argc, char **argv) {
             if (used == have) {
                 if (launched == 2 && steady_from < 0) { m->be->sync(); t_steady = now_sec(); steady_from = launched; }
                 int g = launched < 2 ? 1 : max_new - i < group_steps ? max_new - i : group_steps;
-                if (launched >= 2 && g == group_steps) { // a full group: its steps recorded as one graph (no gap between them)
+                if (launched >= 2 && g == group_steps) { // a full group: one graph of g steps (no gaps between them)
                     model_decode_launch_n(m, st, g);
                     launched += g;
                 } else {
