@@ -292,6 +292,30 @@ template <typename T, int V> __device__ __forceinline__ void store_vec(T *p, con
         *reinterpret_cast<uint4 *>(p) = raw;
     }
 }
+// RMSNorm's first pass over one row of K values, V per access (16-byte vectors, or V = 1): s = x (+ resid) into the
+// fp32 row (shared memory), s in act dtype to s_out when it is not NULL. Returns this thread's sum of s^2: thread t
+// takes the runs of V from t V on, stride blockDim.x V, the order rmsnorm_fwd and the GEMV's staging share.
+template <typename T, int V>
+__device__ __forceinline__ float rmsnorm_load_row(float *row, const T *x, const T *resid, T *s_out, int K) {
+    float ss = 0.0f;
+    for (int c = threadIdx.x * V; c < K; c += blockDim.x * V) {
+        float s[V];
+        load_vec<T, V>(s, x + c);
+        if (resid) {
+            float r[V];
+            load_vec<T, V>(r, resid + c);
+#pragma unroll
+            for (int i = 0; i < V; i++) s[i] += r[i];
+        }
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+            row[c + i] = s[i];
+            ss += s[i] * s[i];
+        }
+        if (s_out) store_vec<T, V>(s_out + c, s);
+    }
+    return ss;
+}
 // Two consecutive act values (4 bytes in bf16, 8 in fp32); the caller checks 2*sizeof(T) alignment.
 template <typename T> struct alignas(2 * sizeof(T)) Pair2 {
     T a, b;

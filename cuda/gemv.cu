@@ -74,24 +74,9 @@ template <typename T, int MT> __device__ void gemv_stage(const GemvArgs &a, floa
         } else if (a.xvec) { // RMSNorm, V values per 16-byte load of x and resid: rmsnorm_fwd's vector order of the
             // sum of squares (at h <= V x 256 the same sum as its vector kernel: same per-thread runs, the extra warps
             // add +0), and one L2 round trip for the row instead of one per 256 values
-            const T *xr = x + (size_t)m * a.K, *rr = resid ? resid + (size_t)m * a.K : nullptr;
-            float ss = 0.0f;
-            for (int k = threadIdx.x * V; k < a.K; k += blockDim.x * V) {
-                float v[V];
-                load_vec<T, V>(v, xr + k);
-                if (rr) {
-                    float r[V];
-                    load_vec<T, V>(r, rr + k);
-#pragma unroll
-                    for (int e = 0; e < V; e++) v[e] += r[e];
-                }
-#pragma unroll
-                for (int e = 0; e < V; e++) {
-                    row[k + e] = v[e];
-                    ss += v[e] * v[e];
-                }
-                if (a.s_out && blockIdx.x == 0) store_vec<T, V>((T *)a.s_out + (size_t)m * a.K + k, v);
-            }
+            const size_t base = (size_t)m * a.K;
+            const float ss = rmsnorm_load_row<T, V>(row, x + base, resid ? resid + base : nullptr,
+                                                    a.s_out && blockIdx.x == 0 ? (T *)a.s_out + base : nullptr, a.K);
             const float rs = 1.0f / sqrtf(block_sum(ss) / (float)a.K + a.eps);
             for (int k = threadIdx.x * V; k < a.K; k += blockDim.x * V)
 #pragma unroll

@@ -20,23 +20,8 @@ __global__ void rmsnorm_fwd_kernel(T *y, float *rstd, T *s_out, const T *x, cons
                                    float eps) {
     CU_DYN_SMEM(float, srow);
     const size_t base = (size_t)blockIdx.x * h;
-    float ss = 0.0f;
-    for (int c = threadIdx.x * V; c < h; c += blockDim.x * V) {
-        float s[V];
-        load_vec<T, V>(s, x + base + c);
-        if (resid) {
-            float r[V];
-            load_vec<T, V>(r, resid + base + c);
-#pragma unroll
-            for (int i = 0; i < V; i++) s[i] += r[i];
-        }
-#pragma unroll
-        for (int i = 0; i < V; i++) {
-            srow[c + i] = s[i];
-            ss += s[i] * s[i];
-        }
-        if (s_out) store_vec<T, V>(s_out + base + c, s);
-    }
+    const float ss =
+        rmsnorm_load_row<T, V>(srow, x + base, resid ? resid + base : nullptr, s_out ? s_out + base : nullptr, h);
     const float rs = 1.0f / sqrtf(block_sum(ss) / (float)h + eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = rs;
     for (int c = threadIdx.x * V; c < h; c += blockDim.x * V) {

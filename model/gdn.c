@@ -231,8 +231,8 @@ void infer_state_reset(Model *m, InferState *st) {
 }
 void infer_state_free(Model *m, InferState *st) {
     if (!st) return;
-    if (st->graph) m->be->graph_free(st->graph);
-    if (st->graph_n) m->be->graph_free(st->graph_n);
+    if (st->graph1.exec) m->be->graph_free(st->graph1.exec);
+    if (st->graphn.exec) m->be->graph_free(st->graphn.exec);
     if (st->tok) { m->be->free(st->tok); m->be->free(st->logits); m->be->free(st->ring); m->be->free(st->ring_count); }
     for (int l = 0; l < m->d.L; l++) kind_of(m, l)->state_free(m, l, &st->layer[l]);
     free(st->layer);
@@ -245,14 +245,12 @@ static void state_grow(Model *m, InferState *st, int T) {
     int moved = 0;
     for (int l = 0; l < m->d.L; l++)
         if (kind_of(m, l)->state_grow) moved |= kind_of(m, l)->state_grow(m, l, st->B, T, &st->layer[l]);
-    if (moved && st->graph) {
-        m->be->graph_free(st->graph);
-        st->graph = NULL;
-    }
-    if (moved && st->graph_n) {
-        m->be->graph_free(st->graph_n);
-        st->graph_n = NULL;
-    }
+    DecodeGraph *gs[2] = {&st->graph1, &st->graphn};
+    for (int i = 0; i < 2; i++)
+        if (moved && gs[i]->exec) {
+            m->be->graph_free(gs[i]->exec);
+            gs[i]->exec = NULL;
+        }
 }
 
 // The flat-buffer range of block l's parameters (they are contiguous), for grad_ready and params_needed.
@@ -325,6 +323,27 @@ static void decode_ops(Model *m, InferState *st) {
     m->be->token_ring_push(st->ring, st->ring_count, st->tok, st->B, DECODE_RING);
 }
 
+// n steps of decode_ops: a replay of g where it holds n steps recorded against the current activations; else, with
+// `record` and graphs available (not GDN_NO_GRAPH), g recorded first (every step's ops use the same buffers);
+// else (or the capture failed: nothing ran) the ops run directly.
+static void decode_run(Model *m, InferState *st, DecodeGraph *g, int n, int record) {
+    const Backend *be = m->be;
+    if (g->exec && (g->steps != n || g->gen != m->acts_gen)) { // the activations moved, or another n: record again
+        be->graph_free(g->exec);
+        g->exec = NULL;
+    }
+    const char *ng = getenv("GDN_NO_GRAPH");
+    if (!g->exec && record && be->capture_begin && !(ng && *ng && strcmp(ng, "0")) && be->capture_begin() == 0) {
+        for (int k = 0; k < n; k++) decode_ops(m, st);
+        g->exec = be->capture_end();
+        g->steps = n;
+        g->gen = m->acts_gen;
+    }
+    if (g->exec) be->graph_launch(g->exec);
+    else
+        for (int k = 0; k < n; k++) decode_ops(m, st);
+}
+
 void model_decode_launch(Model *m, InferState *st, const int32_t *feed) {
     const Backend *be = m->be;
     int B = st->B, V = m->d.V;
@@ -344,51 +363,17 @@ void model_decode_launch(Model *m, InferState *st, const int32_t *feed) {
     }
     ensure_acts(m, B, 1);
     state_grow(m, st, 1);
-    if (st->graph && st->graph_gen != m->acts_gen) { // the activations moved: record again
-        be->graph_free(st->graph);
-        st->graph = NULL;
-    }
-    if (st->graph) {
-        be->graph_launch(st->graph);
-    } else {
-        // The first step runs directly (it also warms up the GEMM plans); the second is recorded.
-        const char *ng = getenv("GDN_NO_GRAPH");
-        int capture = st->steps > 0 && be->capture_begin && !(ng && *ng && strcmp(ng, "0")) && be->capture_begin() == 0;
-        decode_ops(m, st);
-        if (capture) {
-            st->graph = be->capture_end();
-            st->graph_gen = m->acts_gen;
-            if (st->graph) be->graph_launch(st->graph);
-            else decode_ops(m, st); // the capture failed: nothing ran, so run the ops directly
-        }
-    }
+    // The first step runs directly (it also warms up the GEMM plans); the second is recorded.
+    decode_run(m, st, &st->graph1, 1, st->steps > 0);
     st->steps++;
 }
 
 void model_decode_launch_n(Model *m, InferState *st, int n) {
-    const Backend *be = m->be;
-    const char *ng = getenv("GDN_NO_GRAPH");
     if (n < 1) die("model_decode_launch_n: %d steps", n);
     if (!st->steps) die("model_decode_launch_n: the first step needs the tokens to feed (model_decode_launch)");
-    if (n == 1 || !be->capture_begin || (ng && *ng && strcmp(ng, "0"))) {
-        for (int k = 0; k < n; k++) model_decode_launch(m, st, NULL);
-        return;
-    }
     ensure_acts(m, st->B, 1);
     state_grow(m, st, n); // room for all n tokens before the recording (the KV caches of attention blocks)
-    if (st->graph_n && (st->graph_n_steps != n || st->graph_n_gen != m->acts_gen)) {
-        be->graph_free(st->graph_n);
-        st->graph_n = NULL;
-    }
-    if (!st->graph_n && be->capture_begin() == 0) {
-        for (int k = 0; k < n; k++) decode_ops(m, st); // recorded, not run: every step's ops use the same buffers
-        st->graph_n = be->capture_end();
-        st->graph_n_steps = n;
-        st->graph_n_gen = m->acts_gen;
-    }
-    if (st->graph_n) be->graph_launch(st->graph_n);
-    else
-        for (int k = 0; k < n; k++) decode_ops(m, st); // no graph (the capture failed or was refused): run them
+    decode_run(m, st, n == 1 ? &st->graph1 : &st->graphn, n, 1);
     st->steps += n;
 }
 

@@ -96,6 +96,14 @@ typedef struct Model {
     size_t *small_lo, *small_hi, *small_at, nsmall_elems;
 } Model;
 
+// A decode step's ops recorded as one graph, `steps` times over, against the activations of generation `gen`
+// (Model.acts_gen).
+typedef struct {
+    void *exec;
+    unsigned gen;
+    int steps;
+} DecodeGraph;
+
 // Recurrent inference state of B sequences: per block its kind's decode state (GDN: the conv windows and
 // each v head's delta-rule state, constant size whatever the length decoded; attention: a KV cache that
 // grows with the tokens seen).
@@ -109,11 +117,7 @@ typedef struct {
     // each step's argmax also goes to ring[step % DECODE_RING] [DECODE_RING, B] (backend memory, ring_count its
     // push count): model_decode_read fetches several steps' tokens in one read
     int32_t *ring, *ring_count;
-    void *graph;
-    unsigned graph_gen; // m->acts_gen when recorded
-    void *graph_n;      // model_decode_launch_n: graph_n_steps greedy steps recorded as one graph
-    unsigned graph_n_gen;
-    int graph_n_steps;
+    DecodeGraph graph1, graphn; // one step; model_decode_launch_n's n steps
     int steps;
 } InferState;
 enum { DECODE_RING = 64 };
