@@ -84,7 +84,7 @@ fi
 if has decode; then # recurrent decoding speed of the 300M, and greedy CPU == CUDA
   ensure_ckpt_init
   TOK=.assets/llama3/tokenizer.json
-  for b in 1 16; do
+  for b in 1 16 64; do
     stage decode_b$b ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" --prompt "The capital of France is" \
         --max-new-tokens 300 --greedy --batch $b --device cuda --quiet
     # the same without the recorded graph (every op launched from the host), to see what the graph buys
@@ -152,8 +152,8 @@ finish() {
 echo; echo "==================== summary ===================="
 printf "%-20s %s\n" stage result
 for k in build ops ops_bench model bench300m bench300m_ce8192 bench300m_profile bench1b fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train \
-         gdn_train_parity compare_fla train_short to_hf fla_logits_ours gdn_logits_ours compare_roundtrip decode_b1 decode_b16 \
-         decode_nograph_b1 decode_nograph_b16 decode_nopdl_b1 decode_group1_b1 fla_decode_b1 fla_decode_b16 eval_arc_bs32 eval_arc_bsauto \
+         gdn_train_parity compare_fla train_short to_hf fla_logits_ours gdn_logits_ours compare_roundtrip decode_b1 decode_b16 decode_b64 \
+         decode_nograph_b1 decode_nograph_b16 decode_nopdl_b1 decode_group1_b1 fla_decode_b1 fla_decode_b16 fla_decode_b64 eval_arc_bs32 eval_arc_bsauto \
          dp_w1 dp_w2 dp_compare dist \
          greedy_cpu_fp32 greedy_cuda_fp32 greedy_cuda_bf16 greedy_cuda_bf16_group1 greedy_same greedy_groups_same train300m; do
   [ -n "${RESULT[$k]:-}" ] && printf "%-20s %s\n" "$k" "${RESULT[$k]}"
@@ -163,7 +163,7 @@ grep -h "iteration-1 loss" "$OUT/compare_fla.log" 2>/dev/null
 grep -h "cosine" "$OUT/compare_logits.log" 2>/dev/null
 grep -h "^bench:" "$OUT/bench300m.log" "$OUT/bench300m_ce8192.log" "$OUT/bench1b.log" 2>/dev/null
 grep -h "gdn checkpoint -> HF" "$OUT/compare_roundtrip.log" 2>/dev/null
-for b in 1 16; do grep -h "^generate:" "$OUT/decode_b$b.log" 2>/dev/null | sed "s/^/batch $b: /"; done
+for b in 1 16 64; do grep -h "^generate:" "$OUT/decode_b$b.log" 2>/dev/null | sed "s/^/batch $b: /"; done
 for b in 1 16; do grep -h "^generate:" "$OUT/decode_nograph_b$b.log" 2>/dev/null | sed "s/^/no graph, batch $b: /"; done
 grep -h "^generate:" "$OUT/decode_nopdl_b1.log" 2>/dev/null | sed "s/^/no PDL, batch 1: /"
 grep -h "^generate:" "$OUT/decode_group1_b1.log" 2>/dev/null | sed "s/^/a read after every step, batch 1: /"
