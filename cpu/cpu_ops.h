@@ -137,6 +137,8 @@ void cpu_gdn_decode_recurrent_fwd(void *y, int ldy, const void *P, int ldp, cons
 void cpu_rmsnorm_matmul_fwd(void *y, int ldy, void *s_out, const void *x, const void *resid, const float *nw,
                             const void *W, int M, int N, int K, float eps);
 void cpu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W, int M, int N, int K);
+void cpu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float *rstd, void *s_out, const void *x,
+                            const void *resid, const float *nw, const void *E, int M, int h, int V, float eps);
 
 // ---- optimizer (cpu/adamw.c); p_act must be NULL or p (fp32 activations share the master copy)
 void cpu_adamw(float *p, void *p_act, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,

@@ -1,7 +1,7 @@
 // decode_fused.c: the CPU twins of the ops fused for decoding (backend.h: gdn_decode_fwd, rmsnorm_matmul_fwd,
-// swiglu_matmul_fwd). Each runs the CPU ops it stands for in sequence, through scratch buffers, so the CPU
-// results are bit-identical to the unfused graph; the CUDA kernels (cuda/gdn_decode.cu, cuda/gemv.cu) are held
-// to these.
+// swiglu_matmul_fwd, lmhead_norm_argmax). Each runs the CPU ops it stands for in sequence, through scratch
+// buffers, so the CPU results are bit-identical to the unfused graph; the CUDA kernels (cuda/gdn_decode.cu,
+// cuda/gemv.cu) are held to these.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,4 +69,13 @@ void cpu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W, int 
     cpu_swiglu_fwd(h, gu, M, K);
     cpu_matmul_fwd(y, ldy, h, K, W, M, N, K, 0);
     free(h);
+}
+
+void cpu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float *rstd, void *s_out, const void *x,
+                            const void *resid, const float *nw, const void *E, int M, int h, int V, float eps) {
+    CPU_REQUIRE(argmax && logits && y && rstd && x && nw && E, "lmhead_norm_argmax",
+                "NULL pointer (argmax, logits, y, rstd, x, nw, E)");
+    cpu_rmsnorm_fwd(y, rstd, s_out, x, resid, nw, M, h, eps);
+    cpu_lmhead_logits(logits, y, E, M, h, V);
+    cpu_logits_stats(argmax, NULL, logits, NULL, M, V);
 }

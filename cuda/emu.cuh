@@ -69,6 +69,29 @@ static inline int atomicCAS(int *p, int cmp, int val) {
     if (old == cmp) *p = val;
     return old;
 }
+// Fibers switch only at barriers and warp collectives, and blocks run one after another: these are atomic as
+// plain reads and writes.
+static inline unsigned long long atomicMax(unsigned long long *p, unsigned long long v) {
+    const unsigned long long old = *p;
+    if (v > old) *p = v;
+    return old;
+}
+static inline unsigned long long atomicExch(unsigned long long *p, unsigned long long v) {
+    const unsigned long long old = *p;
+    *p = v;
+    return old;
+}
+static inline unsigned atomicAdd(unsigned *p, unsigned v) {
+    const unsigned old = *p;
+    *p = old + v;
+    return old;
+}
+static inline void __threadfence() {}
+static inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }

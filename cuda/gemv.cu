@@ -1,5 +1,6 @@
 // gemv.cu: GEMMs with few rows (decoding: M = B <= GEMV_MAX_M), y[M, N] = x'[M, K] . W[N, K]^T, where x' is x itself
-// (matmul_fwd), the RMSNorm of x + resid (rmsnorm_matmul_fwd) or swiglu of gu (swiglu_matmul_fwd).
+// (matmul_fwd), the RMSNorm of x + resid (rmsnorm_matmul_fwd) or swiglu of gu (swiglu_matmul_fwd); and the lm head of
+// a decode step, fp32 logits and each row's argmax from the RMSNorm of the last block's output (lmhead_norm_argmax).
 //
 // Why: at M = 1 a decode step is ~150 dependent kernels, each a few microseconds of launch and drain, while
 // the weights are read in ~0.13 ms (notes/PERF.md, v0.3). A GEMM at M = 1 is a weight read: one warp per output
@@ -34,10 +35,34 @@ struct GemvArgs {
     float eps;
     // the staging reads x (and resid, writes s_out) in 16-byte vectors (16-byte aligned, ldx and K multiples of 8 / 4)
     int xvec;
+    // The lm head of a decode step (the kernel's LM form; argmax not NULL): y in fp32 into y32 (the logits), the
+    // normed rows [M, K] (act, as staged) into xn_out and their rstd [M] into rstd_out by block 0, and each row's
+    // argmax of y (first index on ties; 0 when all NaN or -inf). The other GEMVs' kernels have none of this code.
+    float *y32;
+    void *xn_out;
+    float *rstd_out;
+    int32_t *argmax;
 };
 
-// rows [m0, m0 + MT) of x' into xs [MT][K] (rows past M: zeros)
-template <typename T, int MT> __device__ void gemv_stage(const GemvArgs &a, float *xs, int m0) {
+// The argmax across blocks: per row a 64-bit key, the value's bits made unsigned-orderable above the complement of
+// its column, so that the largest key holds the largest value at its lowest column. Integer maxima do not depend on
+// the order the blocks arrive in (deterministic). The last block to arrive (an integer counter) decodes the keys
+// into argmax and resets keys and counter for the next launch (one stream: launches of this kernel never overlap).
+#ifdef GDN_EMU
+static unsigned long long g_gemv_key[GEMV_MAX_M];
+static unsigned g_gemv_arrive;
+#else
+__device__ unsigned long long g_gemv_key[GEMV_MAX_M];
+__device__ unsigned g_gemv_arrive;
+#endif
+__device__ __forceinline__ unsigned long long gemv_argmax_key(float v, int col) {
+    unsigned u = __float_as_uint(v);
+    u = u & 0x80000000u ? ~u : u | 0x80000000u;
+    return (unsigned long long)u << 32 | (0xFFFFFFFFu - (unsigned)col);
+}
+
+// rows [m0, m0 + MT) of x' into xs [MT][K] (rows past M: zeros); LM: the normed rows and rstd out too
+template <typename T, int MT, bool LM> __device__ void gemv_stage(const GemvArgs &a, float *xs, int m0) {
     const T *x = (const T *)a.x, *resid = (const T *)a.resid;
     for (int mm = 0; mm < MT; mm++) {
         const int m = m0 + mm;
@@ -78,9 +103,20 @@ template <typename T, int MT> __device__ void gemv_stage(const GemvArgs &a, floa
             const float ss = rmsnorm_load_row<T, V>(row, x + base, resid ? resid + base : nullptr,
                                                     a.s_out && blockIdx.x == 0 ? (T *)a.s_out + base : nullptr, a.K);
             const float rs = 1.0f / sqrtf(block_sum(ss) / (float)a.K + a.eps);
-            for (int k = threadIdx.x * V; k < a.K; k += blockDim.x * V)
+            if constexpr (LM) {
+                T *xo = blockIdx.x == 0 ? (T *)a.xn_out + base : nullptr;
+                if (blockIdx.x == 0 && threadIdx.x == 0) a.rstd_out[m] = rs;
+                for (int k = threadIdx.x * V; k < a.K; k += blockDim.x * V) {
+                    float v[V];
 #pragma unroll
-                for (int e = 0; e < V; e++) row[k + e] = rnd<T>(row[k + e] * rs * a.nw[k + e]);
+                    for (int e = 0; e < V; e++) row[k + e] = v[e] = rnd<T>(row[k + e] * rs * a.nw[k + e]);
+                    if (xo) store_vec<T, V>(xo + k, v);
+                }
+            } else {
+                for (int k = threadIdx.x * V; k < a.K; k += blockDim.x * V)
+#pragma unroll
+                    for (int e = 0; e < V; e++) row[k + e] = rnd<T>(row[k + e] * rs * a.nw[k + e]);
+            }
         } else { // RMSNorm of s = x + resid from the fp32 s (rmsnorm_fwd's formula)
             float ss = 0.0f;
             for (int k = threadIdx.x; k < a.K; k += blockDim.x) {
@@ -91,7 +127,13 @@ template <typename T, int MT> __device__ void gemv_stage(const GemvArgs &a, floa
                 if (a.s_out && blockIdx.x == 0) ((T *)a.s_out)[(size_t)m * a.K + k] = from_f<T>(s);
             }
             const float rs = 1.0f / sqrtf(block_sum(ss) / (float)a.K + a.eps);
-            for (int k = threadIdx.x; k < a.K; k += blockDim.x) row[k] = rnd<T>(row[k] * rs * a.nw[k]);
+            if constexpr (LM)
+                if (blockIdx.x == 0 && threadIdx.x == 0) a.rstd_out[m] = rs;
+            for (int k = threadIdx.x; k < a.K; k += blockDim.x) {
+                row[k] = rnd<T>(row[k] * rs * a.nw[k]);
+                if constexpr (LM)
+                    if (blockIdx.x == 0) ((T *)a.xn_out)[(size_t)m * a.K + k] = from_f<T>(row[k]);
+            }
         }
     }
 }
@@ -134,11 +176,17 @@ template <typename T> __device__ void gemv_prefetch_share(const T *W, int N, int
 // grid (min(ceil(N / R), 4 per SM), ceil(M / MT)), 8 warps; R = 8 / S output rows per block and round: warp w
 // dots row n = R x + w / S (then + R gridDim.x) over its K slice s = w % S. S > 1 (long K, few rows: more loads
 // in flight): the S warps' warp_sum partials are added in slice order 0..S-1 through shared memory (fixed order,
-// no atomics). VEC: W rows in 16-byte vectors (K a multiple of 16 / sizeof(T), W 16-byte aligned).
-template <typename T, int MT, bool VEC, int S>
-__global__ void __launch_bounds__(32 * GEMV_WARPS, 2) gemv_kernel(GemvArgs a) {
+// no atomics). VEC: W rows in 16-byte vectors (K a multiple of 16 / sizeof(T), W 16-byte aligned). LM: the lm
+// head's form (GemvArgs), held to 64 registers a thread (4 blocks per SM, as gemv_max_blocks launches), and without
+// the L2 prefetch (its 263 MB would evict the prefetched lines before their use and read DRAM twice).
+template <typename T, int MT, bool VEC, int S, bool LM>
+__global__ void __launch_bounds__(32 * GEMV_WARPS, LM ? 4 : 2) gemv_kernel(GemvArgs a) {
     CU_DYN_SMEM(float, xs);
     __shared__ float red[GEMV_WARPS][MT];
+    // LM: the largest y of each warp's rows and its row, in shared memory (in registers they cost the kernel its 4
+    // blocks per SM); rows ascend per warp, so > keeps the lowest on ties; NaN and -inf never win, as logits_stats
+    __shared__ float wmx[LM ? GEMV_WARPS : 1][MT];
+    __shared__ int wix[LM ? GEMV_WARPS : 1][MT];
     constexpr int V = VEC ? 16 / (int)sizeof(T) : 1, R = GEMV_WARPS / S;
     const int m0 = blockIdx.y * MT, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int r = warp / S, s = warp % S, K = a.K, N = a.N;
@@ -150,10 +198,12 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS, 2) gemv_kernel(GemvArgs a) {
     // (nothing writes them while decoding), so the block's share goes to L2 and the first row's first batch into
     // registers while that kernel finishes; the input rows are read, and y written, only after cu_pdl_wait.
     cu_pdl_trigger();
-    gemv_prefetch_share<T>(W, N, K, R);
+    if constexpr (!LM) gemv_prefetch_share<T>(W, N, K, R);
     gemv_load<T, VEC, S>(raw, W, blockIdx.x * R + r, N, K, 0, s, lane);
     cu_pdl_wait();
-    gemv_stage<T, MT>(a, xs, m0);
+    gemv_stage<T, MT, LM>(a, xs, m0);
+    if constexpr (LM)
+        if (threadIdx.x < GEMV_WARPS * MT) wmx[0][threadIdx.x] = -INFINITY, wix[0][threadIdx.x] = N;
     __syncthreads();
     for (int nb = blockIdx.x; nb * R < N; nb += gridDim.x) { // uniform per block: the barriers below are safe
         const int n = nb * R + r, n_next = n + (int)gridDim.x * R;
@@ -201,11 +251,42 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS, 2) gemv_kernel(GemvArgs a) {
                 }
             __syncthreads(); // the next round's partials overwrite red
         }
-        if (n < N && s == 0 && lane == 0)
-            for (int mm = 0; mm < MT && m0 + mm < a.M; mm++) {
-                T *yp = (T *)a.y + (size_t)(m0 + mm) * a.ldy + n;
-                *yp = from_f<T>(a.accumulate ? acc[mm] + to_f(*yp) : acc[mm]);
+        if (n < N && s == 0 && lane == 0) {
+            if constexpr (LM) {
+#pragma unroll
+                for (int mm = 0; mm < MT; mm++) {
+                    if (m0 + mm >= a.M) break;
+                    a.y32[(size_t)(m0 + mm) * a.ldy + n] = acc[mm];
+                    if (acc[mm] > wmx[warp][mm]) wmx[warp][mm] = acc[mm], wix[warp][mm] = n;
+                }
+            } else {
+                for (int mm = 0; mm < MT && m0 + mm < a.M; mm++) {
+                    T *yp = (T *)a.y + (size_t)(m0 + mm) * a.ldy + n;
+                    *yp = from_f<T>(a.accumulate ? acc[mm] + to_f(*yp) : acc[mm]);
+                }
             }
+        }
+    }
+    if constexpr (LM) { // the block's warps combined by (max, lowest index), into the row's key
+        __syncthreads();
+        const int mm = threadIdx.x;
+        if (mm < MT && m0 + mm < a.M) {
+            float best = -INFINITY;
+            int bi = N;
+            for (int w = 0; w < GEMV_WARPS; w++)
+                if (wmx[w][mm] > best || (wmx[w][mm] == best && wix[w][mm] < bi)) best = wmx[w][mm], bi = wix[w][mm];
+            if (best > -INFINITY) atomicMax(&g_gemv_key[m0 + mm], gemv_argmax_key(best, bi));
+            __threadfence(); // the key before this block's arrival
+        }
+        __syncthreads();
+        if (threadIdx.x == 0 && atomicAdd(&g_gemv_arrive, 1u) == gridDim.x * gridDim.y - 1) {
+            __threadfence();
+            for (int m = 0; m < a.M; m++) {
+                const unsigned long long k = atomicExch(&g_gemv_key[m], 0ull);
+                a.argmax[m] = k ? (int)(0xFFFFFFFFu - (unsigned)k) : 0;
+            }
+            g_gemv_arrive = 0;
+        }
     }
 }
 
@@ -217,30 +298,35 @@ static int gemv_slices(int N, int K, int V, int ytiles) {
     return S;
 }
 
-template <typename T, int MT, bool VEC, int S> static void gemv_launch_s(const GemvArgs &a) {
-    const size_t smem = (size_t)MT * a.K * sizeof(float);
-    // blocks per multiprocessor (GDN_GEMV_PER_SM, default 4: the register file's worth at ~64 registers a thread);
-    // fewer leave room for the next kernel's blocks to start their weight loads early (programmatic launch)
+// The grid's x size cap: blocks per multiprocessor (GDN_GEMV_PER_SM, default 4: the register file's worth at ~64
+// registers a thread) x multiprocessors; fewer leave room for the next kernel's blocks to start their weight loads
+// early (programmatic launch)
+static unsigned gemv_max_blocks() {
     static int per_sm = -1;
     if (per_sm < 0) {
         const char *e = getenv("GDN_GEMV_PER_SM");
         per_sm = e && atoi(e) > 0 ? atoi(e) : 4;
     }
-    unsigned gx = cu_blocks((size_t)a.N, GEMV_WARPS / S), cap = (unsigned)per_sm * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
+    return (unsigned)per_sm * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
+}
+
+template <typename T, int MT, bool VEC, int S, bool LM> static void gemv_launch_s(const GemvArgs &a) {
+    const size_t smem = (size_t)MT * a.K * sizeof(float);
+    const unsigned gx = cu_blocks((size_t)a.N, GEMV_WARPS / S), cap = gemv_max_blocks();
     const dim3 grid(gx < cap ? gx : cap, (unsigned)((a.M + MT - 1) / MT));
-    cu_launch_pdl("gemv", gemv_kernel<T, MT, VEC, S>, grid, dim3(32 * GEMV_WARPS), smem, a);
+    cu_launch_pdl("gemv", gemv_kernel<T, MT, VEC, S, LM>, grid, dim3(32 * GEMV_WARPS), smem, a);
 }
 
-template <typename T, int MT, bool VEC> static void gemv_launch_v(const GemvArgs &a) {
+template <typename T, int MT, bool VEC, bool LM> static void gemv_launch_v(const GemvArgs &a) {
     const int S = gemv_slices(a.N, a.K, VEC ? 16 / (int)sizeof(T) : 1, (a.M + MT - 1) / MT);
-    if (S == 4) gemv_launch_s<T, MT, VEC, 4>(a);
-    else if (S == 2) gemv_launch_s<T, MT, VEC, 2>(a);
-    else gemv_launch_s<T, MT, VEC, 1>(a);
+    if (S == 4) gemv_launch_s<T, MT, VEC, 4, LM>(a);
+    else if (S == 2) gemv_launch_s<T, MT, VEC, 2, LM>(a);
+    else gemv_launch_s<T, MT, VEC, 1, LM>(a);
 }
 
-template <typename T, int MT> static void gemv_launch_mt(const GemvArgs &a, bool vec) {
-    if (vec) gemv_launch_v<T, MT, true>(a);
-    else gemv_launch_v<T, MT, false>(a);
+template <typename T, int MT, bool LM = false> static void gemv_launch_mt(const GemvArgs &a, bool vec) {
+    if (vec) gemv_launch_v<T, MT, true, LM>(a);
+    else gemv_launch_v<T, MT, false, LM>(a);
 }
 
 // Whether the GEMV takes this shape: few rows, and their staged inputs fit in shared memory (at least 2 rows).
@@ -256,6 +342,10 @@ template <typename T> static void gemv_launch(GemvArgs a) {
     int rows = GEMV_SMEM / (a.K * (int)sizeof(float)); // rows that fit, >= 2 (gemv_fits)
     int mt = 1;
     while (mt < a.M && mt * 2 <= rows) mt *= 2;
+    if (a.argmax) { // the lm head's form: one row (cu_lmhead_norm_argmax)
+        gemv_launch_mt<T, 1, true>(a, vec);
+        return;
+    }
     switch (mt) {
     case 1: gemv_launch_mt<T, 1>(a, vec); break;
     case 2: gemv_launch_mt<T, 2>(a, vec); break;
@@ -269,7 +359,11 @@ template <typename T> struct Unfused {
     static void (*matmul_fwd)(void *, int, const void *, int, const void *, int, int, int, int);
     static void (*rmsnorm_fwd)(void *, float *, void *, const void *, const void *, const float *, int, int, float);
     static void (*swiglu_fwd)(void *, const void *, int, int);
+    static void (*lmhead_logits)(float *, const void *, const void *, int, int, int);
+    static void (*logits_stats)(int32_t *, float *, const float *, const int32_t *, int, int);
 };
+template <typename T> void (*Unfused<T>::lmhead_logits)(float *, const void *, const void *, int, int, int);
+template <typename T> void (*Unfused<T>::logits_stats)(int32_t *, float *, const float *, const int32_t *, int, int);
 template <typename T> void (*Unfused<T>::matmul_fwd)(void *, int, const void *, int, const void *, int, int, int, int);
 template <typename T>
 void (*Unfused<T>::rmsnorm_fwd)(void *, float *, void *, const void *, const void *, const float *, int, int, float);
@@ -325,7 +419,33 @@ static void cu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W
     gemv_launch<T>(a);
 }
 
+template <typename T>
+static void cu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float *rstd, void *s_out, const void *x,
+                                  const void *resid, const float *nw, const void *E, int M, int h, int V, float eps) {
+    CU_REQUIRE(argmax && logits && y && rstd && x && nw && E, "lmhead_norm_argmax",
+               "NULL pointer (argmax, logits, y, rstd, x, nw, E)");
+    CU_REQUIRE(M >= 0 && h > 0 && V > 0, "lmhead_norm_argmax", "bad shape M=%d h=%d V=%d", M, h, V);
+    CU_REQUIRE(!s_out || (s_out != x && s_out != resid), "lmhead_norm_argmax",
+               "s_out may not alias x or resid (other blocks still read them)");
+    if (M == 0) return;
+    static int on = -1; // GDN_GEMV_LMHEAD=0: the unfused ops (cuBLASLt's GEMM), for the A/B
+    if (on < 0) on = !(getenv("GDN_GEMV_LMHEAD") && !strcmp(getenv("GDN_GEMV_LMHEAD"), "0"));
+    // one row only: at M = 4 the GEMV's four staged rows made the 263 MB lm head 0.31 ms slower than cuBLASLt (H100)
+    if (!on || M != 1 || !gemv_fits(M, h)) {
+        Unfused<T>::rmsnorm_fwd(y, rstd, s_out, x, resid, nw, M, h, eps);
+        Unfused<T>::lmhead_logits(logits, y, E, M, h, V);
+        Unfused<T>::logits_stats(argmax, nullptr, logits, nullptr, M, V);
+        return;
+    }
+    GemvArgs a = {nullptr, s_out, x, resid, E, nw, V, h, M, V, h, 0, GV_RMSNORM, eps, 0};
+    a.y32 = logits, a.xn_out = y, a.rstd_out = rstd, a.argmax = argmax;
+    gemv_launch<T>(a);
+}
+
 template <typename T> static void register_gemv_t(Backend *b) {
+    Unfused<T>::lmhead_logits = b->lmhead_logits;
+    Unfused<T>::logits_stats = b->logits_stats;
+    b->lmhead_norm_argmax = cu_lmhead_norm_argmax<T>;
     Unfused<T>::matmul_fwd = b->matmul_fwd;
     Unfused<T>::rmsnorm_fwd = b->rmsnorm_fwd;
     Unfused<T>::swiglu_fwd = b->swiglu_fwd;

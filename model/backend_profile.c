@@ -116,6 +116,10 @@
     X(logits_stats,                                                                                                 \
       (int32_t *argmax, float *logprob, const float *logits, const int32_t *targets, int rows, int V),              \
       (argmax, logprob, logits, targets, rows, V), 0, 0)                                                            \
+    X(lmhead_norm_argmax,                                                                                           \
+      (int32_t *argmax, float *logits, void *y, float *rstd, void *s_out, const void *x, const void *resid,          \
+       const float *nw, const void *E, int M, int h, int V, float eps),                                             \
+      (argmax, logits, y, rstd, s_out, x, resid, nw, E, M, h, V, eps), 0, 0)                                        \
     X(token_ring_push, (int32_t *ring, int32_t *count, const int32_t *tok, int B, int K), (ring, count, tok, B, K), 0, \
       0)                                                                                                            \
     X(sum, (float *out, const float *x, size_t n), (out, x, n), 0, 0)                                               \

@@ -263,8 +263,9 @@ static void layer_range(const ParamLayout *lay, int l, size_t *off, size_t *n) {
         }
 }
 
-// The forward from token ids already in backend memory (no host round trip: a decode graph records it).
-static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, InferState *st) {
+// The forward from token ids already in backend memory (no host round trip: a decode graph records it), with the
+// final RMSNorm into y_final unless final_norm is 0 (a decode step's lm head runs it: lmhead_norm_argmax).
+static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, InferState *st, int final_norm) {
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
     int N = B * T;
@@ -301,6 +302,7 @@ static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, Infer
             mlp_fwd(m, l, N);
         }
     }
+    if (!final_norm) return;
     if (m->params_needed) m->params_needed(m, m->lay.norm, (size_t)d->h);
     be->rmsnorm_fwd(m->y_final, m->rstd_final, m->s_final, m->out, m->blk[d->L - 1].s_mlp, PF(m, m->lay.norm), N,
                     d->h, d->eps);
@@ -312,15 +314,25 @@ void model_forward_state(Model *m, const int32_t *ids, int B, int T, InferState 
     ensure_acts(m, B, T);
     if (st) state_grow(m, st, T);
     m->be->memcpy_h2d(m->ids, ids, (size_t)B * T * sizeof(int32_t));
-    forward_tokens(m, m->ids, B, T, st);
+    forward_tokens(m, m->ids, B, T, st, 1);
 }
 
 // forward of st->tok, logits, argmax into st->tok: everything a decode step does on the backend
 static void decode_ops(Model *m, InferState *st) {
-    forward_tokens(m, st->tok, st->B, 1, st);
-    m->be->lmhead_logits(st->logits, m->y_final, WA(m, m->lay.embeddings), st->B, m->d.h, m->d.V);
-    m->be->logits_stats(st->tok, NULL, st->logits, NULL, st->B, m->d.V);
-    m->be->token_ring_push(st->ring, st->ring_count, st->tok, st->B, DECODE_RING);
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    if (be->lmhead_norm_argmax) { // the final norm, the lm head and the argmax as one op (one GEMV kernel on CUDA)
+        forward_tokens(m, st->tok, st->B, 1, st, 0);
+        if (m->params_needed) m->params_needed(m, m->lay.norm, (size_t)d->h);
+        be->lmhead_norm_argmax(st->tok, st->logits, m->y_final, m->rstd_final, m->s_final, m->out,
+                               m->blk[d->L - 1].s_mlp, PF(m, m->lay.norm), WA(m, m->lay.embeddings), st->B, d->h, d->V,
+                               d->eps);
+    } else {
+        forward_tokens(m, st->tok, st->B, 1, st, 1);
+        be->lmhead_logits(st->logits, m->y_final, WA(m, m->lay.embeddings), st->B, d->h, d->V);
+        be->logits_stats(st->tok, NULL, st->logits, NULL, st->B, d->V);
+    }
+    be->token_ring_push(st->ring, st->ring_count, st->tok, st->B, DECODE_RING);
 }
 
 // n steps of decode_ops: a replay of g where it holds n steps recorded against the current activations; else, with
@@ -474,7 +486,7 @@ static void fwd_bwd_ops(Model *m, int B, int T, int slot) {
     const Backend *be = m->be;
     const ModelDims *d = &m->d;
     int N = B * T;
-    forward_tokens(m, m->ids, B, T, NULL);
+    forward_tokens(m, m->ids, B, T, NULL, 1);
     // loss and dy_final in one pass over the vocabulary; dE (tied) accumulates here and in embedding_bwd
     be->lmhead_ce(m->losses, m->dy, GF(m, m->lay.embeddings), m->y_final, WA(m, m->lay.embeddings), m->targets, N,
                   d->h, d->V, m->scalars + MODEL_SLOT_LOSS_SCALE);

@@ -204,6 +204,14 @@ static void build_cases(int quick) {
     cases_token_ring_push(&g, 1, 16, 0, 1);
     cases_token_ring_push(&g, 3, 4, 6, 3);
     cases_token_ring_push(&g, 300, 2, 1, 1);
+    // decoding's lm head: the final RMSNorm, fp32 logits and the argmax (CUDA at batch 1: one GEMV, the argmax
+    // over blocks by integer keys; else the unfused ops); each row's maximum planted, row 0's twice (lower index wins)
+    cases_lmhead_norm_argmax(&g, 1, 3001, 1024, 1, 0);   // batch 1, a partial last round
+    cases_lmhead_norm_argmax(&g, 3, 1000, 256, 1, 0);    // 3 rows: the unfused ops
+    cases_lmhead_norm_argmax(&g, 1, 77, 40, 0, 0);       // no residual, K % 8 != 0: scalar loads
+    cases_lmhead_norm_argmax(&g, 6, 500, 64, 1, 0);      // 6 rows (past the GEMV's 4)
+    cases_lmhead_norm_argmax(&g, 1, 128256, 1024, 1, 1); // the 300M's lm head at batch 1 (no L2 prefetch)
+    cases_lmhead_norm_argmax(&g, 4, 128256, 1024, 1, 1); // batch 4
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)

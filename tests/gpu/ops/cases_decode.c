@@ -1,8 +1,9 @@
 // cases_decode.c: test_cuda_ops' cases for the ops fused for decoding (backend.h): the GDN token mixer
 // (gdn_decode_fwd: conv step, L2 norms, gates, delta-rule step, gated RMSNorm, and the reset of both states after
 // an EOD token), and the small-M GEMMs with the RMSNorm or SwiGLU before them (rmsnorm_matmul_fwd,
-// swiglu_matmul_fwd; matmul_fwd at M <= 4 takes the same GEMV kernel: cases_matmul with small M), and the
-// reset of a state whose row ended in EOD across forward calls (state_reset_at_eod).
+// swiglu_matmul_fwd; matmul_fwd at M <= 4 takes the same GEMV kernel: cases_matmul with small M), the lm head
+// with the final norm and the argmax (lmhead_norm_argmax), and the reset of a state whose row ended in EOD across
+// forward calls (state_reset_at_eod).
 #include <math.h>
 #include <stdlib.h>
 
@@ -94,4 +95,40 @@ void cases_swiglu_matmul(Rng *g, int M, int N, int K, int pad) {
     fill_normal(add_in(c, "gu", K_ACT, M, 2 * K, 0), g, 0, 2);
     fill_normal(add_in(c, "W", K_ACT, N, K, 0), g, 0, 0.05f);
     add_t(c, "y", K_ACT, R_OUT, M, N, N + pad, F32_GEMM, B16_NORM_GEMM);
+}
+
+static void run_lmhead_norm_argmax(const Backend *be, void **p, const Case *c) {
+    // x, resid, nw, E, argmax, logits, y, rstd, s_out;  i: M h V;  f: eps
+    be->lmhead_norm_argmax(p[4], p[5], p[6], p[7], p[8], p[0], p[1], p[2], p[3], c->i[0], c->i[1], c->i[2], c->f[0]);
+}
+
+// Each row's argmax is planted far above rounding differences: E row 5 + 7m (m >= 1) is x's row m / (8 + m), a logit
+// of ~h rms(x) / (8 + m) against N(0, 0.05 sqrt(h)) for the others; E rows 5 and V - 3 are zero but for 20 at k0,
+// x row 0's largest entry, so every row's logits there are one product, equal in any summation order (a tie the
+// lower index must win), and row 0's maximum (~20 x 3).
+void cases_lmhead_norm_argmax(Rng *g, int M, int V, int h, int resid, int big) {
+    Case *c = new_case("lmhead_norm_argmax", run_lmhead_norm_argmax, "M=%d V=%d h=%d%s", M, V, h,
+                       resid ? " resid" : "");
+    c->i[0] = M, c->i[1] = h, c->i[2] = V, c->big = big;
+    c->f[0] = 1e-6f;
+    Tensor *x = add_in(c, "x", K_ACT, M, h, 0);
+    fill_normal(x, g, 0, 1);
+    Tensor *r = add_in(c, "resid", K_ACT, M, h, 0);
+    fill_normal(r, g, 0, 0.1f); // small beside x: the planted row stays close to the normed x + resid
+    if (!resid) r->is_null = 1;
+    fill_normal(add_in(c, "nw", K_F32, 1, h, 0), g, 1, 0.1f);
+    Tensor *E = add_in(c, "E", K_ACT, V, h, 0);
+    fill_normal(E, g, 0, 0.05f);
+    for (int m = 1; m < M && 5 + 7 * m < V - 3; m++)
+        for (int k = 0; k < h; k++) E->init[(size_t)(5 + 7 * m) * h + k] = x->init[(size_t)m * h + k] / (8 + m);
+    int k0 = 0;
+    for (int k = 1; k < h; k++)
+        if (x->init[k] > x->init[k0]) k0 = k;
+    for (int k = 0; k < h; k++) E->init[(size_t)5 * h + k] = E->init[(size_t)(V - 3) * h + k] = k == k0 ? 20.0f : 0.0f;
+    add_t(c, "argmax", K_I32, R_OUT, M, 1, 1, F32_EXACT, B16_EXACT);
+    add_t(c, "logits", K_F32, R_OUT, M, V, 0, F32_GEMM, B16_NORM_GEMM);
+    add_t(c, "y", K_ACT, R_OUT, M, h, 0, F32_ORDER, B16_STORE);
+    add_t(c, "rstd", K_F32, R_OUT, M, 1, 0, F32_ORDER, B16_FP32);
+    Tensor *s = add_t(c, "s_out", K_ACT, R_OUT, M, h, 0, F32_EXACT, B16_STORE);
+    if (!resid) s->is_null = 1;
 }
