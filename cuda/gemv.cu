@@ -329,8 +329,17 @@ template <typename T, int MT, bool LM = false> static void gemv_launch_mt(const 
     else gemv_launch_v<T, MT, false, LM>(a);
 }
 
-// Whether the GEMV takes this shape: few rows, and their staged inputs fit in shared memory (at least 2 rows).
-static bool gemv_fits(int M, int K) { return M >= 1 && M <= GEMV_MAX_M && (size_t)2 * K * sizeof(float) <= GEMV_SMEM; }
+// Whether the GEMV takes this shape: few rows (GDN_GEMV_MAX_M, 1..GEMV_MAX_M, lowers the bound: on an H100 the
+// 300M decoded batch 4 through the GEMV at 1.334 ms/step against 0.649 for batch 16 through cuBLASLt, so the
+// crossover wants measuring), and their staged inputs fit in shared memory (at least 2 rows).
+static bool gemv_fits(int M, int K) {
+    static int max_m = -1;
+    if (max_m < 0) {
+        const char *e = getenv("GDN_GEMV_MAX_M");
+        max_m = e && atoi(e) >= 1 && atoi(e) <= GEMV_MAX_M ? atoi(e) : GEMV_MAX_M;
+    }
+    return M >= 1 && M <= max_m && (size_t)2 * K * sizeof(float) <= GEMV_SMEM;
+}
 
 template <typename T> static void gemv_launch(GemvArgs a) {
     const int V = 16 / (int)sizeof(T);
