@@ -81,8 +81,8 @@ static inline unsigned long long atomicExch(unsigned long long *p, unsigned long
     *p = v;
     return old;
 }
-static inline unsigned atomicAdd(unsigned *p, unsigned v) {
-    const unsigned old = *p;
+template <typename I> static inline I atomicAdd(I *p, I v) { // int, unsigned
+    const I old = *p;
     *p = old + v;
     return old;
 }

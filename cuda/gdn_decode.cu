@@ -33,18 +33,6 @@ __device__ int g_gd_arrive[GD_MAX_GROUPS];
 #endif
 
 __device__ __forceinline__ float gd_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-__device__ __forceinline__ void gd_fence() { // global memory order across blocks
-#ifndef GDN_EMU
-    __threadfence();
-#endif
-}
-__device__ __forceinline__ int gd_arrive(int *cnt) {
-#ifdef GDN_EMU
-    return (*cnt)++; // blocks run one at a time
-#else
-    return atomicAdd(cnt, 1);
-#endif
-}
 template <typename T> __device__ __forceinline__ float gd_load_l2(const T *p) { // another block's store: not L1
 #ifdef GDN_EMU
     return to_f(*p);
@@ -221,11 +209,11 @@ template <typename T, int NC> __global__ void __launch_bounds__(GD_COLS *GD_ROWS
         // the loop's last barrier put the block's o stores before one thread's release (as a grid sync does)
         if (tid == 0) {
             int *cnt = g_gd_arrive + (size_t)b * a.H + i;
-            gd_fence();
-            last_s = gd_arrive(cnt) == a.parts - 1;
+            __threadfence(); // global memory order across blocks
+            last_s = atomicAdd(cnt, 1) == a.parts - 1;
             if (last_s) {
                 *cnt = 0; // every part has arrived: no one else touches it in this launch
-                gd_fence();
+                __threadfence();
             }
         }
         __syncthreads();

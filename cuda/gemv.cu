@@ -177,7 +177,7 @@ template <typename T> __device__ void gemv_prefetch_share(const T *W, int N, int
 // dots row n = R x + w / S (then + R gridDim.x) over its K slice s = w % S. S > 1 (long K, few rows: more loads
 // in flight): the S warps' warp_sum partials are added in slice order 0..S-1 through shared memory (fixed order,
 // no atomics). VEC: W rows in 16-byte vectors (K a multiple of 16 / sizeof(T), W 16-byte aligned). LM: the lm
-// head's form (GemvArgs), held to 64 registers a thread (4 blocks per SM, as gemv_max_blocks launches), and without
+// head's form (GemvArgs), held to 64 registers a thread (4 blocks per SM, as gemv_launch_s launches), and without
 // the L2 prefetch (its 263 MB would evict the prefetched lines before their use and read DRAM twice).
 template <typename T, int MT, bool VEC, int S, bool LM>
 __global__ void __launch_bounds__(32 * GEMV_WARPS, LM ? 4 : 2) gemv_kernel(GemvArgs a) {
@@ -298,21 +298,16 @@ static int gemv_slices(int N, int K, int V, int ytiles) {
     return S;
 }
 
-// The grid's x size cap: blocks per multiprocessor (GDN_GEMV_PER_SM, default 4: the register file's worth at ~64
-// registers a thread) x multiprocessors; fewer leave room for the next kernel's blocks to start their weight loads
-// early (programmatic launch)
-static unsigned gemv_max_blocks() {
+template <typename T, int MT, bool VEC, int S, bool LM> static void gemv_launch_s(const GemvArgs &a) {
+    const size_t smem = (size_t)MT * a.K * sizeof(float);
+    // blocks per multiprocessor (GDN_GEMV_PER_SM, default 4: the register file's worth at ~64 registers a thread);
+    // fewer leave room for the next kernel's blocks to start their weight loads early (programmatic launch)
     static int per_sm = -1;
     if (per_sm < 0) {
         const char *e = getenv("GDN_GEMV_PER_SM");
         per_sm = e && atoi(e) > 0 ? atoi(e) : 4;
     }
-    return (unsigned)per_sm * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
-}
-
-template <typename T, int MT, bool VEC, int S, bool LM> static void gemv_launch_s(const GemvArgs &a) {
-    const size_t smem = (size_t)MT * a.K * sizeof(float);
-    const unsigned gx = cu_blocks((size_t)a.N, GEMV_WARPS / S), cap = gemv_max_blocks();
+    unsigned gx = cu_blocks((size_t)a.N, GEMV_WARPS / S), cap = (unsigned)per_sm * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
     const dim3 grid(gx < cap ? gx : cap, (unsigned)((a.M + MT - 1) / MT));
     cu_launch_pdl("gemv", gemv_kernel<T, MT, VEC, S, LM>, grid, dim3(32 * GEMV_WARPS), smem, a);
 }
@@ -348,13 +343,13 @@ template <typename T> static void gemv_launch(GemvArgs a) {
     if (xvec_on < 0) xvec_on = !(getenv("GDN_GEMV_XVEC") && !strcmp(getenv("GDN_GEMV_XVEC"), "0"));
     a.xvec = xvec_on && a.K % V == 0 && a.ldx % V == 0 && cu_aligned16(a.x) &&
              (a.mode != GV_RMSNORM || ((!a.resid || cu_aligned16(a.resid)) && (!a.s_out || cu_aligned16(a.s_out))));
-    int rows = GEMV_SMEM / (a.K * (int)sizeof(float)); // rows that fit, >= 2 (gemv_fits)
-    int mt = 1;
-    while (mt < a.M && mt * 2 <= rows) mt *= 2;
     if (a.argmax) { // the lm head's form: one row (cu_lmhead_norm_argmax)
         gemv_launch_mt<T, 1, true>(a, vec);
         return;
     }
+    int rows = GEMV_SMEM / (a.K * (int)sizeof(float)); // rows that fit, >= 2 (gemv_fits)
+    int mt = 1;
+    while (mt < a.M && mt * 2 <= rows) mt *= 2;
     switch (mt) {
     case 1: gemv_launch_mt<T, 1>(a, vec); break;
     case 2: gemv_launch_mt<T, 2>(a, vec); break;
