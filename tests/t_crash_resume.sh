@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # t_crash_resume.sh: training survives SIGKILL at any moment, inside a checkpoint save included. A tiny model
-# saves every step; a run is killed (kill -9) at least KILLS times, half at random moments and half while a
-# save's temp file exists, and is restarted each time with one fixed command line (plus --load once a
-# checkpoint exists). The final weights and AdamW state, and every loss any of the runs logged, equal those of
+# saves every step; a run is killed (kill -9) at least KILLS times, half at random moments within two steps after
+# the launch's first new checkpoint and half while a save's temp file exists, and is restarted each time with one
+# fixed command line (plus --load once a checkpoint exists). The final weights and AdamW state, and every loss any of the runs logged, equal those of
 # one uninterrupted run bit for bit; no temp file is left. Bounded: a deadline stops the kill loop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,8 +50,16 @@ while :; do
   done_it=$(cat "$tmp/b/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)
   # (at most 1/KILLS of a run per launch: on average about half the steps happen in runs that are killed)
   left_s=$(echo "scale=3; l = $t_run * ($ITERS - $done_it) / $ITERS * 0.8; m = $t_run / $KILLS; if (l < m) m = l; $t_start + m + 0.02" | bc)
-  if [ $((kills % 2)) = 0 ]; then # a random moment within the run's length
-    sleep "$(echo "scale=3; $((RANDOM % 1000)) / 1000 * $left_s" | bc)"
+  if [ $((kills % 2)) = 0 ]; then # a random moment after this launch's first new checkpoint, within 2 steps of it
+    # (a moment drawn from the clock alone let a fast machine finish the run before KILLS kills, and a loaded one
+    # kill most launches before their first save: both were seen on 2-core machines)
+    for _ in $(seq 4000); do
+      c=0; [ -f "$tmp/b/latest_checkpointed_iteration.txt" ] && { read -r c < "$tmp/b/latest_checkpointed_iteration.txt" || true; }
+      [ "${c:-0}" -gt "$done_it" ] && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.002
+    done
+    sleep "$(echo "scale=3; $((RANDOM % 1000)) / 1000 * 2 * $t_run / $ITERS" | bc)"
   else # inside a save: after a random while, as soon as a temp file of this process's save appears. When the
     # previous such kill left no new checkpoint, the second save is the target: its first one then completed
     # (killing every launch in its first save could repeat forever on a machine with a slow start-up or fsync)
