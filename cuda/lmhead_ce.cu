@@ -131,7 +131,16 @@ __device__ __forceinline__ void unpack8(const uint4 &q, float x[8]) {
 // so the rows in flight (~132 x 256 KB at V = 128256) stay in L2 between the two passes: the second read
 // comes from L2, not DRAM. Loads are issued CE_UNROLL at a time; each thread still takes its values in the
 // order i = t, t + blockDim.x, ..., so the sums are those of one block per row.
+// EXP2: exp(x - m) as exp2(x log2e - m log2e), one FMA and one MUFU.EX2 a logit (as FLA's Triton kernels, whose
+// tl.exp is ex2.approx of a log2e product), where expf's range reduction costs ~8 instructions: the pass issues
+// ~24 instructions per logit otherwise. Not the CPU twin's bits (within 2 ulp a probability); EXP2 = false
+// (GDN_CUDA_CE_EXP=expf) keeps the expf form.
 enum { CE_UNROLL = 4 };
+static const float CE_LOG2E = 1.4426950408889634f;
+template <bool EXP2> __device__ __forceinline__ float ce_exp_diff(float x, float m, float m_l2) {
+    return EXP2 ? exp2f(fmaf(x, CE_LOG2E, -m_l2)) : expf(x - m);
+}
+template <bool EXP2>
 __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets, float *losses, int want_grad,
                                     const float *loss_scale_p, int rows, int row0, CuDevError *err) {
     const float loss_scale = want_grad ? *loss_scale_p : 0.0f;
@@ -142,7 +151,7 @@ __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets,
         const int tgt = ce_row_target(row, V, targets, losses, want_grad, row0, err, r);
         if (tgt < 0) continue;
         const float lt = to_f(row[tgt]); // read before the barriers in block_max/block_sum: no thread has written yet
-        float mx = -INFINITY, se = 0.0f;
+        float mx = -INFINITY, mx_l2 = -INFINITY, se = 0.0f;
         for (int i0 = threadIdx.x; i0 < V8; i0 += CE_UNROLL * step) {
             uint4 q[CE_UNROLL];
 #pragma unroll
@@ -156,19 +165,22 @@ __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets,
                 const float lm =
                     fmaxf(fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3])), fmaxf(fmaxf(x[4], x[5]), fmaxf(x[6], x[7])));
                 if (lm > mx) {
-                    se *= expf(mx - lm); // 0 while mx is -inf (se is 0 then too)
-                    mx = lm;
+                    const float lm_l2 = lm * CE_LOG2E;
+                    se *= ce_exp_diff<EXP2>(mx, lm, lm_l2); // 0 while mx is -inf (se is 0 then too)
+                    mx = lm, mx_l2 = lm_l2;
                 }
                 if (mx != -INFINITY)
-                    se += ((expf(x[0] - mx) + expf(x[1] - mx)) + (expf(x[2] - mx) + expf(x[3] - mx))) +
-                          ((expf(x[4] - mx) + expf(x[5] - mx)) + (expf(x[6] - mx) + expf(x[7] - mx)));
+                    se += ((ce_exp_diff<EXP2>(x[0], mx, mx_l2) + ce_exp_diff<EXP2>(x[1], mx, mx_l2)) +
+                           (ce_exp_diff<EXP2>(x[2], mx, mx_l2) + ce_exp_diff<EXP2>(x[3], mx, mx_l2))) +
+                          ((ce_exp_diff<EXP2>(x[4], mx, mx_l2) + ce_exp_diff<EXP2>(x[5], mx, mx_l2)) +
+                           (ce_exp_diff<EXP2>(x[6], mx, mx_l2) + ce_exp_diff<EXP2>(x[7], mx, mx_l2)));
             }
         }
-        const float M = block_max(mx);
-        const float S = block_sum(mx == -INFINITY ? 0.0f : se * expf(mx - M));
+        const float M = block_max(mx), M_l2 = M * CE_LOG2E;
+        const float S = block_sum(mx == -INFINITY ? 0.0f : se * ce_exp_diff<EXP2>(mx, M, M_l2));
         if (threadIdx.x == 0) losses[r] = (M + logf(S)) - lt;
         if (!want_grad) continue;
-        const float inv = 1.0f / S;
+        const float inv = 1.0f / S, scale = inv * loss_scale;
         for (int i0 = threadIdx.x; i0 < V8; i0 += CE_UNROLL * step) {
             uint4 q[CE_UNROLL];
 #pragma unroll
@@ -184,10 +196,21 @@ __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets,
                 __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&o);
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
-                    float p0 = expf(x[2 * k] - M) * inv * loss_scale, p1 = expf(x[2 * k + 1] - M) * inv * loss_scale;
-                    if (8 * i + 2 * k == tgt) p0 -= loss_scale;
-                    if (8 * i + 2 * k + 1 == tgt) p1 -= loss_scale;
+                    float p0, p1;
+                    if (EXP2) { // the target's -loss_scale is added by the thread that owns it, below
+                        p0 = ce_exp_diff<EXP2>(x[2 * k], M, M_l2) * scale;
+                        p1 = ce_exp_diff<EXP2>(x[2 * k + 1], M, M_l2) * scale;
+                    } else {
+                        p0 = expf(x[2 * k] - M) * inv * loss_scale, p1 = expf(x[2 * k + 1] - M) * inv * loss_scale;
+                        if (8 * i + 2 * k == tgt) p0 -= loss_scale;
+                        if (8 * i + 2 * k + 1 == tgt) p1 -= loss_scale;
+                    }
                     h[k] = __floats2bfloat162_rn(p0, p1);
+                }
+                if (EXP2 && i == tgt / 8) { // recompute the target's value in float before its bf16 rounding
+                    const int k = tgt % 8;
+                    const float p = ce_exp_diff<EXP2>(x[k], M, M_l2) * scale - loss_scale;
+                    reinterpret_cast<bf16 *>(&o)[k] = __float2bfloat16_rn(p);
                 }
                 r8[i] = o;
             }
@@ -229,13 +252,15 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
     T *dlogits = bf16_logits || sizeof(T) == sizeof(float) ? (T *)logits
                                                            : (T *)cu_scratch((size_t)R * V * sizeof(T), "lmhead_ce dlogits");
     const T *ya = (const T *)y;
+    const char *ce_exp = getenv("GDN_CUDA_CE_EXP"); // expf: the pass's expf form (A/B against the exp2 default)
+    const bool ce_exp2 = !(ce_exp && !strcmp(ce_exp, "expf"));
     for (int n0 = 0; n0 < N; n0 += R) {
         int rows = N - n0 < R ? N - n0 : R;
         cu_gemm("lmhead_ce logits", true, false, V, rows, h, E, h, ya + (size_t)n0 * h, h, logits, V, cu_dtype<T>(),
                 bf16_logits ? CUDA_R_16BF : CUDA_R_32F, 0.0f);
         if (bf16_logits)
-            cu_launch("lmhead_ce softmax", ce_rows_bf16_kernel, dim3(ce_bf16_grid(rows)), dim3(CE_THREADS), 0,
-                      (bf16 *)logits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, rows, n0, g_cu.err_dev);
+            cu_launch("lmhead_ce softmax", ce_exp2 ? ce_rows_bf16_kernel<true> : ce_rows_bf16_kernel<false>,
+                      dim3(ce_bf16_grid(rows)), dim3(CE_THREADS), 0, (bf16 *)logits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, rows, n0, g_cu.err_dev);
         else if (V % 4 == 0) // rows stay 16-byte aligned (the scratch is)
             cu_launch("lmhead_ce softmax", ce_rows_vec_kernel<T>, dim3(rows), dim3(CE_THREADS), 0,
                       (const float *)logits, dlogits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, n0,
