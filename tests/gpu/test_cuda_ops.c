@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "model/adamw_plan.h"
 #include "model/backend.h"
 #include "tests/gpu/ops/harness.h"
 #include "util/common.h"
@@ -347,6 +348,7 @@ enum {
     BE_SWI_B,
     BE_CE,
     BE_ADAMW,
+    BE_ADAMW_MULTI,
     BE_SUMSQ
 };
 
@@ -427,6 +429,9 @@ static void bench_call(void *vctx) {
         break;
     case BE_ADAMW:
         be->adamw(p[0], p[1], p[2], p[3], p[4], (size_t)I[0], 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, 1.0f);
+        break;
+    case BE_ADAMW_MULTI: // p[5]: the chunk table, I[1] chunks; p[6]: the clip scale
+        be->adamw_multi(p[5], I[1], p[0], p[1], p[2], p[3], p[4], 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, p[6]);
         break;
     case BE_SUMSQ:
         be->sumsq(p[1], p[0], (size_t)I[0]);
@@ -515,12 +520,12 @@ static int run_bench(int small) {
         be->free(xx), be->free(r), be->free(y), be->free(s), be->free(rstd), be->free(w), be->free(dw);
     }
     { // GEMMs of one layer: fused q|k|v|g|b|a projection, o_proj, gate|up, down; and their backward; and the
-      // three GEMMs of one 4096-row chunk of the lm head (x8 per step; its logits GEMM writes fp32 there)
+      // three GEMMs of one 8192-row chunk of the lm head (x4 per step, bf16 logits as in lmhead_ce's bf16 mode)
         const int shapes[5][2] = {{2 * Kd + 2 * Vd + 2 * HV, h}, {h, Vd}, {2 * F, h}, {h, F}, {V, h}};
         const char *names[5] = {"in_proj [1552 x 1024]", "o_proj [1024 x 512]", "gate|up [8192 x 1024]",
-                                "down [1024 x 4096]", "lm head chunk [128256 x 1024] M=4096"};
+                                "down [1024 x 4096]", "lm head chunk [128256 x 1024] M=8192"};
         for (int s = 0; s < 5; s++) {
-            int No = shapes[s][0], K = shapes[s][1], M = s == 4 && N > 4096 ? 4096 : N;
+            int No = shapes[s][0], K = shapes[s][1], M = s == 4 && N > 8192 ? 8192 : N;
             void *xx = bench_buf(be, (size_t)M * K, 1, 0, 1, &g), *W = bench_buf(be, (size_t)No * K, 1, 0, 0.02f, &g);
             void *y = bench_buf(be, (size_t)M * No, 1, 0, 1, &g);
             float *dW = be->alloc((size_t)No * K * 4);
@@ -656,6 +661,15 @@ static int run_bench(int small) {
         x.which = BE_ADAMW, x.p[0] = p, x.p[1] = pact, x.p[2] = gg, x.p[3] = m, x.p[4] = v;
         x.i[0] = (int)n;
         bench_report(&x, "adamw (all parameters)", n * (4.0 * 4 + 3 * 4 + 2), 0);
+        AdamwPlan plan = {0}; // the training step's form: one launch over 64K-element chunks
+        adamw_plan_add(&plan, 0, 0, 0, n, 1);
+        adamw_plan_upload(&plan, be);
+        float one = 1.0f, *gs = be->alloc(4);
+        be->memcpy_h2d(gs, &one, 4);
+        x.which = BE_ADAMW_MULTI, x.p[5] = plan.dev, x.p[6] = gs, x.i[1] = plan.n;
+        bench_report(&x, "adamw_multi (all parameters)", n * (4.0 * 4 + 3 * 4 + 2), 0);
+        adamw_plan_free(&plan, be);
+        be->free(gs);
         x.which = BE_SUMSQ, x.p[0] = gg, x.p[1] = out;
         bench_report(&x, "sumsq (all parameters)", n * 4.0, 0);
         be->free(p), be->free(gg), be->free(m), be->free(v), be->free(out), be->free(pact);
