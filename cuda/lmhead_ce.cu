@@ -254,13 +254,18 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
     const T *ya = (const T *)y;
     const char *ce_exp = getenv("GDN_CUDA_CE_EXP"); // expf: the pass's expf form (A/B against the exp2 default)
     const bool ce_exp2 = !(ce_exp && !strcmp(ce_exp, "expf"));
+    // GDN_CUDA_CE_THREADS: the bf16 pass's block size (a multiple of 32 up to 1024; tuning: the sums' order follows it)
+    const char *ce_thr = getenv("GDN_CUDA_CE_THREADS");
+    int ce_bf16_threads = ce_thr && atoi(ce_thr) > 0 ? atoi(ce_thr) : CE_THREADS;
+    CU_REQUIRE(ce_bf16_threads % 32 == 0 && ce_bf16_threads <= 1024, "lmhead_ce",
+               "GDN_CUDA_CE_THREADS=%d: a multiple of 32 up to 1024 expected", ce_bf16_threads);
     for (int n0 = 0; n0 < N; n0 += R) {
         int rows = N - n0 < R ? N - n0 : R;
         cu_gemm("lmhead_ce logits", true, false, V, rows, h, E, h, ya + (size_t)n0 * h, h, logits, V, cu_dtype<T>(),
                 bf16_logits ? CUDA_R_16BF : CUDA_R_32F, 0.0f);
         if (bf16_logits)
             cu_launch("lmhead_ce softmax", ce_exp2 ? ce_rows_bf16_kernel<true> : ce_rows_bf16_kernel<false>,
-                      dim3(ce_bf16_grid(rows)), dim3(CE_THREADS), 0, (bf16 *)logits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, rows, n0, g_cu.err_dev);
+                      dim3(ce_bf16_grid(rows)), dim3(ce_bf16_threads), 0, (bf16 *)logits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, rows, n0, g_cu.err_dev);
         else if (V % 4 == 0) // rows stay 16-byte aligned (the scratch is)
             cu_launch("lmhead_ce softmax", ce_rows_vec_kernel<T>, dim3(rows), dim3(CE_THREADS), 0,
                       (const float *)logits, dlogits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, n0,
