@@ -3,6 +3,8 @@
 // When cuBLASLt's heuristic has no algorithm for a shape (e.g. bf16 rows at odd strides), the plan
 // falls back to cublasGemmEx, which takes any leading dimension, with the same compute type.
 // GDN_CUDA_GEMM=ex forces that path for every GEMM (a switch for isolating a cuBLASLt problem).
+// GDN_CUDA_GEMM_ALGO=r takes the heuristic's r-th choice (0 = its first, the default; clamped to what it returns):
+// a sweep knob for `test_cuda_ops --bench-gemm`, not a setting (another algorithm can change the sums' order).
 //
 // Row-major to column-major. A row-major matrix X[r, c] with row stride ld is, read column-major, the
 // matrix X^T (c rows, r columns, leading dimension ld). cu_gemm takes column-major operands, so:
@@ -22,7 +24,9 @@
 static cublasLtHandle_t g_lt;
 static cublasHandle_t g_blas; // the cublasGemmEx fallback
 static int g_force_gemmex;
+static int g_algo_rank; // GDN_CUDA_GEMM_ALGO
 static void *g_lt_ws;
+enum { ALGO_RANKS = 8 };
 static size_t LT_WS_BYTES = 32u << 20; // GDN_CUDA_GEMM_WS_MB overrides (benchmarks)
 
 #define LT_CHECK(call, what)                                                                                           \
@@ -46,6 +50,8 @@ int cu_matmul_init(char *err, size_t errlen) {
         return set_err(err, errlen, "allocating the cuBLASLt workspace failed: %s", cudaGetErrorString(e));
     const char *gm = getenv("GDN_CUDA_GEMM");
     g_force_gemmex = gm && !strcmp(gm, "ex");
+    const char *ar = getenv("GDN_CUDA_GEMM_ALGO");
+    g_algo_rank = ar && atoi(ar) > 0 ? (atoi(ar) < ALGO_RANKS ? atoi(ar) : ALGO_RANKS - 1) : 0;
     return 0;
 }
 
@@ -111,10 +117,12 @@ static void plan_build(Plan *p, const PlanKey *k, const char *op) {
              op);
     LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c),
              op);
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t rank[ALGO_RANKS];
     int found = 0;
-    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(g_lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found);
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(g_lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, g_algo_rank + 1,
+                                                      rank, &found);
     cublasLtMatmulPreferenceDestroy(pref);
+    const cublasLtMatmulHeuristicResult_t &res = rank[found > 0 ? (g_algo_rank < found ? g_algo_rank : found - 1) : 0];
     p->gemmex = g_force_gemmex || s != CUBLAS_STATUS_SUCCESS || found == 0 || res.state != CUBLAS_STATUS_SUCCESS;
     if (p->gemmex && (lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX))
         die("cuda backend, %s: no cuBLASLt algorithm for C[%d x %d] = op%s(A) op%s(B), k=%d, and leading "

@@ -480,7 +480,7 @@ static void bench_report(BenchCtx *x, const char *name, double bytes, double flo
     fflush(stdout);
 }
 
-static int run_bench(int small) {
+static int run_bench(int small, int gemm_only) {
     const Backend *be = gpu_backend(1);
     if (!be) return 2;
     Rng g = {7};
@@ -497,7 +497,7 @@ static int run_bench(int small) {
     int32_t *ids = xmalloc((size_t)N * 4);
     for (int n = 0; n < N; n++) ids[n] = (int)(rng_u64(&g) % V);
 
-    { // embedding
+    if (!gemm_only) { // embedding
         void *E = bench_buf(be, (size_t)V * h, 1, 0, 0.02f, &g), *xx = bench_buf(be, (size_t)N * h, 1, 0, 1, &g);
         int32_t *d_ids = be->alloc((size_t)N * 4);
         be->memcpy_h2d(d_ids, ids, (size_t)N * 4);
@@ -508,7 +508,7 @@ static int run_bench(int small) {
         bench_report(&x, "embedding_bwd", N * h * (ab + 8.0), 0);
         be->free(E), be->free(xx), be->free(d_ids), be->free(dE);
     }
-    { // rmsnorm
+    if (!gemm_only) { // rmsnorm
         void *xx = bench_buf(be, (size_t)N * h, 1, 0, 1, &g), *r = bench_buf(be, (size_t)N * h, 1, 0, 1, &g);
         void *y = bench_buf(be, (size_t)N * h, 1, 0, 1, &g), *s = bench_buf(be, (size_t)N * h, 1, 0, 1, &g);
         float *rstd = bench_buf(be, N, 0, 1, 0.1f, &g), *w = bench_buf(be, h, 0, 1, 0.1f, &g), *dw = be->alloc(h * 4);
@@ -542,6 +542,10 @@ static int run_bench(int small) {
             bench_report(&x, nm, 0, fl);
             be->free(xx), be->free(W), be->free(y), be->free(dW);
         }
+    }
+    if (gemm_only) { // the GEMMs alone: `GDN_CUDA_GEMM_ALGO=r test_cuda_ops --bench-gemm` sweeps cuBLASLt's choices
+        free(ids);
+        return 0;
     }
     { // conv (q|k|v: D = 1024), l2norm (q: 4 heads of 64 inside the 1024-wide conv output)
         const int D = 2 * Kd + Vd;
@@ -687,11 +691,12 @@ int main(int argc, char **argv) {
                "  --quick    small shapes only      --only OP  cases whose name contains OP\n"
                "  --bench    time each op at the 300M model's shapes (bf16)\n"
                "  --bench-small  the benchmark's code at tiny shapes (a smoke run)\n"
+               "  --bench-gemm   the benchmark's GEMMs only (with GDN_CUDA_GEMM_ALGO=r: cuBLASLt's r-th choice)\n"
                "  env: GDN_CUDA_DEBUG=1 synchronises after every kernel; VERBOSE=1 prints worst elements\n");
         return 0;
     }
-    if (arg_flag(argc, argv, "--bench") || arg_flag(argc, argv, "--bench-small"))
-        return run_bench(arg_flag(argc, argv, "--bench-small"));
+    if (arg_flag(argc, argv, "--bench") || arg_flag(argc, argv, "--bench-small") || arg_flag(argc, argv, "--bench-gemm"))
+        return run_bench(arg_flag(argc, argv, "--bench-small"), arg_flag(argc, argv, "--bench-gemm"));
     const char *child = arg_get(argc, argv, "--bad-id-child");
     if (child) return bad_id_child(atoi(child));
     const int quick = arg_flag(argc, argv, "--quick");
