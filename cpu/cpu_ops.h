@@ -114,9 +114,10 @@ void cpu_pos_advance(int32_t *pos, int n);
 // RoPE cos/sin of position p for pairs i < d/2, fp32 as FLA computes them (shared with the CUDA twins' tests)
 void cpu_rope_cs(float *c, float *s, int p, int d, float theta);
 
-// ---- tied lm head + cross-entropy (cpu/lmhead_ce.c). dE may be NULL (then only dy is produced).
+// ---- tied lm head + cross-entropy (cpu/lmhead_ce.c). dE may be NULL (then only dy is produced). The scratch is not
+// used (its 32 MB logits block is small beside the CUDA backend's chunks).
 void cpu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets, int N,
-                   int h, int V, const float *loss_scale);
+                   int h, int V, const float *loss_scale, void *scratch, size_t scratch_bytes);
 void cpu_lmhead_logits(float *logits, const void *y, const void *E, int N, int h, int V);
 // Vectorised exp loops (cpu/softmax_simd.c): sum_c exp(l[c] - mx) (float blocks of 1024, added in double),
 // and l[c] = exp(l[c] - mx) * scale in place.

@@ -233,7 +233,7 @@ static unsigned ce_bf16_grid(int rows) {
 
 template <typename T>
 static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets,
-                         int N, int h, int V, const float *loss_scale) {
+                         int N, int h, int V, const float *loss_scale, void *scratch, size_t scratch_bytes) {
     CU_REQUIRE(losses && y && E && targets, "lmhead_ce", "NULL pointer (losses, y, E, targets)");
     CU_REQUIRE(!dy || loss_scale, "lmhead_ce", "a gradient asked for without loss_scale");
     CU_REQUIRE(N >= 0 && h > 0 && V > 0, "lmhead_ce", "bad shape N=%d h=%d V=%d", N, h, V);
@@ -248,7 +248,13 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
     const char *force = getenv("GDN_CUDA_CE_ROWS"); // tests: force small chunks to cover the chunk loop
     if (force && atoi(force) > 0) R = atoi(force);
     if (R > N) R = N;
-    void *logits = cu_scratch((size_t)R * V * logit_bytes, "lmhead_ce logits");
+    // The caller's scratch where a whole chunk fits (then the same chunks as without it: the same results); else the
+    // logits get memory of their own (2 GiB at the 300M's 8192 rows: the arena's backward-only buffers hold them
+    // from micro-batch ~32 of the 300M, and at 16 for the 1B)
+    const size_t chunk_bytes = (size_t)R * V * logit_bytes;
+    const bool in_place = bf16_logits || sizeof(T) == sizeof(float);
+    const bool own = !(scratch && in_place && scratch_bytes >= chunk_bytes);
+    void *logits = own ? cu_scratch(chunk_bytes, "lmhead_ce logits") : scratch;
     T *dlogits = bf16_logits || sizeof(T) == sizeof(float) ? (T *)logits
                                                            : (T *)cu_scratch((size_t)R * V * sizeof(T), "lmhead_ce dlogits");
     const T *ya = (const T *)y;
@@ -282,7 +288,7 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
         }
     }
     if ((void *)dlogits != logits) cu_scratch_free(dlogits);
-    cu_scratch_free(logits);
+    if (own) cu_scratch_free(logits);
 }
 
 template <typename T> static void cu_lmhead_logits(float *logits, const void *y, const void *E, int N, int h, int V) {

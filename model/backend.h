@@ -225,9 +225,11 @@ typedef struct Backend {
     // targets[n] < 0: losses[n] = 0 and no gradient. If dy != NULL: dy = d(*loss_scale * sum_n losses[n])/dy
     // (overwrite) and dE += the same w.r.t. E. targets and loss_scale [1] are backend memory (the scale is read
     // when the op runs, so a recorded training step replays with each step's scale); loss_scale may be NULL
-    // when dy is.
+    // when dy is. scratch [scratch_bytes] (may be NULL/0): backend memory nothing else uses during the call, which
+    // the op may hold its logits chunks in instead of allocating them (the model passes its backward-only buffers,
+    // dead between the forward and the backward); the results do not depend on it.
     void (*lmhead_ce)(float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets,
-                      int N, int h, int V, const float *loss_scale);
+                      int N, int h, int V, const float *loss_scale, void *scratch, size_t scratch_bytes);
     // logits[N, V] fp32 (inference, eval).
     void (*lmhead_logits)(float *logits, const void *y, const void *E, int N, int h, int V);
     // Per row r of logits [rows, V] fp32: argmax[r] = index of the largest logit (ties: the lowest index, as

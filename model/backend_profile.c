@@ -109,8 +109,8 @@
     X(swiglu_bwd, (void *dgu, void *y, const void *dy, const void *gu, int N, int F), (dgu, y, dy, gu, N, F), 0, 0) \
     X(lmhead_ce,                                                                                                    \
       (float *losses, void *dy, float *dE, const void *y, const void *E, const int32_t *targets, int N, int h, int V, \
-       const float *loss_scale),                                                                                    \
-      (losses, dy, dE, y, E, targets, N, h, V, loss_scale), 0, 0)                                                   \
+       const float *loss_scale, void *scratch, size_t scratch_bytes),                                               \
+      (losses, dy, dE, y, E, targets, N, h, V, loss_scale, scratch, scratch_bytes), 0, 0)                           \
     X(lmhead_logits, (float *logits, const void *y, const void *E, int N, int h, int V), (logits, y, E, N, h, V), 0, \
       0)                                                                                                            \
     X(logits_stats,                                                                                                 \

@@ -115,8 +115,14 @@ static void layout_acts(Model *m, int B, int T) {
     m->s_final = ACT(N * d->h); m->y_final = ACT(N * d->h); m->rstd_final = F32(N);
     m->out = ACT(N * d->h);
     m->losses = F32(N);
+    m->bwd_only = NULL, m->bwd_only_bytes = 0;
     if (m->training) {
-        m->dy = ACT(N * d->h); m->ds0 = ACT(N * d->h); m->ds1 = ACT(N * d->h);
+        m->dy = ACT(N * d->h);
+        // from ds0 to the kinds' gradients: buffers only the backward uses (dH also the forward's SwiGLU outputs
+        // under recompute_swiglu, each dead after its block), so between the last block's forward and the first
+        // backward op they are free: lmhead_ce may keep its logits there
+        const size_t bwd_only_off = m->arena_used;
+        m->ds0 = ACT(N * d->h); m->ds1 = ACT(N * d->h);
         m->dGU = ACT(N * 2 * d->F); m->dH = ACT(N * d->F);
         // recompute_swiglu: every block's forward writes its SwiGLU output into dH (free until the backward),
         // and its backward recomputes it there from GU after dH is consumed
@@ -124,6 +130,8 @@ static void layout_acts(Model *m, int B, int T) {
             for (int l = 0; l < d->L; l++) m->blk[l].Hh = m->dH;
         for (int k = 0; k < LAYER_NKINDS; k++)
             if (kind_used(m, k)) KINDS[k]->grads_alloc(m, B, T);
+        m->bwd_only = m->arena ? (char *)m->arena + bwd_only_off : NULL;
+        m->bwd_only_bytes = m->arena ? m->arena_used - bwd_only_off : 0;
     }
 #undef ACT
 #undef F32
@@ -412,7 +420,8 @@ void model_decode_read(Model *m, InferState *st, int32_t *toks, int n) {
 void model_token_losses(Model *m, const int32_t *targets, float *losses) {
     int N = m->B * m->T;
     m->be->memcpy_h2d(m->targets, targets, (size_t)N * sizeof(int32_t));
-    m->be->lmhead_ce(m->losses, NULL, NULL, m->y_final, WA(m, m->lay.embeddings), m->targets, N, m->d.h, m->d.V, NULL);
+    m->be->lmhead_ce(m->losses, NULL, NULL, m->y_final, WA(m, m->lay.embeddings), m->targets, N, m->d.h, m->d.V, NULL,
+                     m->bwd_only, m->bwd_only_bytes);
     m->be->memcpy_d2h(losses, m->losses, (size_t)N * sizeof(float));
 }
 
@@ -489,7 +498,7 @@ static void fwd_bwd_ops(Model *m, int B, int T, int slot) {
     forward_tokens(m, m->ids, B, T, NULL, 1);
     // loss and dy_final in one pass over the vocabulary; dE (tied) accumulates here and in embedding_bwd
     be->lmhead_ce(m->losses, m->dy, GF(m, m->lay.embeddings), m->y_final, WA(m, m->lay.embeddings), m->targets, N,
-                  d->h, d->V, m->scalars + MODEL_SLOT_LOSS_SCALE);
+                  d->h, d->V, m->scalars + MODEL_SLOT_LOSS_SCALE, m->bwd_only, m->bwd_only_bytes);
     be->sum(m->scalars + slot, m->losses, (size_t)N);
     // ds ping-pongs between ds0/ds1: `next` holds ds_{k+1}, `cur` receives ds_k
     void *next = m->ds0, *cur = m->ds1, *tmp;

@@ -56,6 +56,8 @@ typedef struct Model {
     BlockActs *blk;         // [L]
     void *arena;            // every buffer above and below (sized for B x T), one allocation
     size_t arena_used;      // bytes laid out so far
+    void *bwd_only;         // training: the arena's backward-only buffers (ds0 .. the kinds' gradients), contiguous,
+    size_t bwd_only_bytes;  //   free while lmhead_ce runs (its logits scratch); NULL/0 otherwise
     void *s_final, *y_final; float *rstd_final;
     void *out;              // scratch sublayer output [N,h]
     float *losses;          // [N]

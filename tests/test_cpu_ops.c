@@ -466,7 +466,7 @@ typedef struct {
 } CeCtx;
 static double ce_loss(void *p) {
     CeCtx *c = p;
-    cpu_lmhead_ce(c->losses, NULL, NULL, c->y, c->E, c->tg, c->N, c->h, c->V, NULL);
+    cpu_lmhead_ce(c->losses, NULL, NULL, c->y, c->E, c->tg, c->N, c->h, c->V, NULL, NULL, 0);
     double s = 0;
     for (int n = 0; n < c->N; n++) s += c->losses[n];
     return c->scale * s;
@@ -486,7 +486,7 @@ static void test_lmhead_ce(void) {
     c.y = vec_normal((size_t)c.N * c.h, 1), c.E = vec_normal((size_t)c.V * c.h, 0.5f), c.losses = vec(c.N);
     float *dy = vec_uniform((size_t)c.N * c.h, -1, 1), *dE = vec((size_t)c.V * c.h); // dy: garbage, overwritten
     for (int i = 0; i < c.V * c.h; i++) dE[i] = 0.25f;
-    cpu_lmhead_ce(c.losses, dy, dE, c.y, c.E, c.tg, c.N, c.h, c.V, &c.scale);
+    cpu_lmhead_ce(c.losses, dy, dE, c.y, c.E, c.tg, c.N, c.h, c.V, &c.scale, NULL, 0);
     for (int i = 0; i < c.V * c.h; i++) dE[i] -= 0.25f;
     // Losses against a double-precision evaluation; ignored rows give exactly zero loss and gradient.
     double err = 0, mx = 0;
@@ -929,7 +929,7 @@ static void run_reductions(Outs *o, uint64_t seed) {
         for (int n = 0; n < N; n++) tg[n] = n % 7 == 3 ? -100 : (int32_t)(rng_u64() % V);
         float *y = vec_normal((size_t)N * h, 1), *E = vec_normal((size_t)V * h, .3f);
         cpu_lmhead_ce(out_new(o, "lmhead_ce losses", N), out_new(o, "lmhead_ce dy", (size_t)N * h),
-                      out_new(o, "lmhead_ce dE", (size_t)V * h), y, E, tg, N, h, V, &(float){1.0f / N});
+                      out_new(o, "lmhead_ce dE", (size_t)V * h), y, E, tg, N, h, V, &(float){1.0f / N}, NULL, 0);
         cpu_free(tg), cpu_free(y), cpu_free(E);
     }
     // delta rule backward, both forms (group sums of dq/dk)

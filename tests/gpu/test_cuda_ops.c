@@ -276,7 +276,7 @@ static int bad_id_child(int which) {
     if (which == 0)
         be->embedding_bwd(f, x, d_ids, 4, 16, 50);
     else
-        be->lmhead_ce(f, NULL, NULL, x, x, d_ids, 4, 16, 4, NULL); // V = 4: id 77 is out of range
+        be->lmhead_ce(f, NULL, NULL, x, x, d_ids, 4, 16, 4, NULL, NULL, 0); // V = 4: id 77 is out of range
     be->sync();
     return 0; // not reached when the bad id is reported
 }
@@ -425,7 +425,7 @@ static void bench_call(void *vctx) {
         be->swiglu_bwd(p[2], p[3], p[0], p[1], I[0], I[1]);
         break;
     case BE_CE:
-        be->lmhead_ce(p[0], p[1], p[2], p[3], p[4], p[5], I[0], I[1], I[2], p[6]);
+        be->lmhead_ce(p[0], p[1], p[2], p[3], p[4], p[5], I[0], I[1], I[2], p[6], NULL, 0);
         break;
     case BE_ADAMW:
         be->adamw(p[0], p[1], p[2], p[3], p[4], (size_t)I[0], 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, 1.0f);
@@ -711,6 +711,7 @@ int main(int argc, char **argv) {
     if (!only) check_bad_ids();
     if (!only || strstr("adamw_multi", only)) check_adamw_multi_per_run(g32, 0), check_adamw_multi_per_run(g16, 1);
     if (!only || strstr("swiglu_bwd", only)) check_swiglu_recompute(g32), check_swiglu_recompute(g16);
+    if (!only || strstr("lmhead_ce", only)) check_lmhead_scratch(g32), check_lmhead_scratch(g16);
     for (int x = 0; x < g_ncases; x++) {
         Case *c = &g_cases[x];
         if (only && !strstr(c->op, only)) continue;

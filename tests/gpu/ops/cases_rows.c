@@ -44,7 +44,7 @@ static void run_swiglu_bwd(const Backend *be, void **p, const Case *c) {
 
 static void run_lmhead_ce(const Backend *be, void **p, const Case *c) {
     // y, E, targets, losses, dy, dE, loss_scale [1] (backend memory);  i: N h V
-    be->lmhead_ce(p[3], p[4], p[5], p[0], p[1], p[2], c->i[0], c->i[1], c->i[2], p[6]);
+    be->lmhead_ce(p[3], p[4], p[5], p[0], p[1], p[2], c->i[0], c->i[1], c->i[2], p[6], NULL, 0);
 }
 
 static void run_lmhead_logits(const Backend *be, void **p, const Case *c) {
@@ -271,4 +271,72 @@ void check_swiglu_recompute(const Backend *be) {
         free(a), free(b), free(h);
         be->free(st), be->free(gu), be->free(dy), be->free(y), be->free(dgu0), be->free(dgu1);
     }
+}
+
+// lmhead_ce with the caller's scratch against the same call without it: losses, dy and dE bit for bit (the same
+// chunks, 16 rows each here). A scratch that holds one chunk is used (its poison overwritten) and nothing past it is
+// written; one a byte short is left alone (the op allocates instead). The bf16 mode with V % 8 != 0 (separate fp32
+// logits and act dlogits buffers) never takes it, and is checked for that.
+void check_lmhead_scratch(const Backend *be) {
+    static const int Vs[2] = {520, 517};
+    const int N = 50, h = 40, R = 16, GUARD_B = 4096;
+    const size_t ab = (size_t)be->act_bytes;
+    Rng g = {0x1e4d};
+    setenv("GDN_CUDA_CE_ROWS", "16", 1);
+    for (int s = 0; s < (ab == 2 ? 2 : 1); s++) {
+        const int V = Vs[s];
+        const size_t lb = ab == 2 && V % 8 == 0 ? 2 : 4, chunk = (size_t)R * V * lb, total = chunk + GUARD_B;
+        const int usable = ab == 4 || V % 8 == 0;
+        float *hy = xmalloc((size_t)V * h * 4), *st = be->alloc((size_t)V * h * 4);
+        void *y = be->alloc((size_t)N * h * ab), *E = be->alloc((size_t)V * h * ab);
+        for (int e = 0; e < N * h; e++) hy[e] = rng_normal(&g);
+        be->memcpy_h2d(st, hy, (size_t)N * h * 4), be->to_act(y, st, (size_t)N * h);
+        for (int e = 0; e < V * h; e++) hy[e] = 0.3f * rng_normal(&g);
+        be->memcpy_h2d(st, hy, (size_t)V * h * 4), be->to_act(E, st, (size_t)V * h);
+        int32_t tg[50];
+        for (int n = 0; n < N; n++) tg[n] = n % 7 == 3 ? -1 : (int)(rng_u64(&g) % V);
+        int32_t *dtg = be->alloc(sizeof tg);
+        be->memcpy_h2d(dtg, tg, sizeof tg);
+        float scale = 1.0f / N, *dscale = be->alloc(4);
+        be->memcpy_h2d(dscale, &scale, 4);
+        unsigned char *pattern = xmalloc(total), *back = xmalloc(total);
+        memset(pattern, 0xFF, chunk), memset(pattern + chunk, 0xA5, GUARD_B);
+        void *scr = be->alloc(total);
+        float *loss[3], *dE[3];
+        void *dy[3];
+        int used[3], guard_ok[3];
+        for (int run = 0; run < 3; run++) { // 0: no scratch, 1: one chunk's bytes, 2: a byte short
+            loss[run] = be->alloc((size_t)N * 4), dy[run] = be->alloc((size_t)N * h * ab);
+            dE[run] = be->alloc((size_t)V * h * 4);
+            be->memset0(dE[run], (size_t)V * h * 4);
+            be->memcpy_h2d(scr, pattern, total);
+            be->lmhead_ce(loss[run], dy[run], dE[run], y, E, dtg, N, h, V, dscale, run ? scr : NULL,
+                          run == 1 ? chunk : run == 2 ? chunk - 1 : 0);
+            be->memcpy_d2h(back, scr, total);
+            used[run] = memcmp(back, pattern, chunk) != 0;
+            guard_ok[run] = !memcmp(back + chunk, pattern + chunk, GUARD_B);
+        }
+        int same = 1;
+        char *a = xmalloc((size_t)V * h * 4), *b = xmalloc((size_t)V * h * 4);
+        for (int run = 1; run < 3; run++) {
+            be->memcpy_d2h(a, loss[0], (size_t)N * 4), be->memcpy_d2h(b, loss[run], (size_t)N * 4);
+            same &= !memcmp(a, b, (size_t)N * 4);
+            be->memcpy_d2h(a, dy[0], (size_t)N * h * ab), be->memcpy_d2h(b, dy[run], (size_t)N * h * ab);
+            same &= !memcmp(a, b, (size_t)N * h * ab);
+            be->memcpy_d2h(a, dE[0], (size_t)V * h * 4), be->memcpy_d2h(b, dE[run], (size_t)V * h * 4);
+            same &= !memcmp(a, b, (size_t)V * h * 4);
+        }
+        const int ok = same && used[1] == usable && !used[2] && guard_ok[1] && guard_ok[2];
+        g_checks++;
+        if (!ok) g_failures++;
+        char name[80];
+        snprintf(name, sizeof name, "lmhead_ce scratch N=%d h=%d V=%d chunks of %d", N, h, V, R);
+        printf("%s %-62s %s  same bits: %s; a chunk's scratch used: %s (want %s), a byte short: %s; guard: %s\n",
+               ok ? "PASS" : "FAIL", name, ab == 2 ? "bf16" : "fp32", same ? "yes" : "NO", used[1] ? "yes" : "no",
+               usable ? "yes" : "no", used[2] ? "USED" : "untouched", guard_ok[1] && guard_ok[2] ? "intact" : "WRITTEN");
+        free(a), free(b), free(hy), free(pattern), free(back);
+        for (int run = 0; run < 3; run++) be->free(loss[run]), be->free(dy[run]), be->free(dE[run]);
+        be->free(st), be->free(y), be->free(E), be->free(dtg), be->free(dscale), be->free(scr);
+    }
+    unsetenv("GDN_CUDA_CE_ROWS");
 }
