@@ -7,9 +7,10 @@
 // row of W (or S warps, each over a slice of K, for long K and few rows) reads it with 16-byte loads and dots it
 // with the M input rows, fp32 accumulation, a fixed lane order, warp_sum and the slices added in order
 // (deterministic). A warp's first weight loads are issued before the staging below, and each batch of loads
-// while the previous one is being used: the kernel waits on DRAM latency about once per block, not per row. The input rows (K values each) are staged in shared memory as fp32 by every
-// block, which is where the norm or SwiGLU before the GEMM fuses in: a block recomputes the norm of its rows
-// (K = h values, a few microseconds of L2 reads less than the kernel it saves) and block 0 writes s_out.
+// while the previous one is being used: the kernel waits on DRAM latency about once per block, not per row. The
+// input rows (K values each) are staged in shared memory as fp32 by every block, which is where the norm or
+// SwiGLU before the GEMM fuses in: a block recomputes the norm of its rows (K = h values, a few microseconds of L2
+// reads less than the kernel it saves) and block 0 writes s_out.
 // Roundings as the unfused ops: the staged row is rounded to act (rmsnorm_fwd's and swiglu_fwd's stored
 // outputs), y once from the fp32 sum (+ y with accumulate, as cuBLASLt's beta = 1). Larger M: the unfused ops
 // (cuBLASLt).
@@ -167,7 +168,8 @@ __device__ __forceinline__ void gemv_load(typename GemvRaw<T, VEC>::type (&raw)[
 template <typename T> __device__ void gemv_prefetch_share(const T *W, int N, int K, int R) {
     for (int nb = blockIdx.x; nb * R < N; nb += gridDim.x) {
         const int n1 = min(nb * R + R, N);
-        const uintptr_t lo = (uintptr_t)(W + (size_t)nb * R * K) & ~(uintptr_t)127, hi = (uintptr_t)(W + (size_t)n1 * K);
+        const uintptr_t lo = (uintptr_t)(W + (size_t)nb * R * K) & ~(uintptr_t)127;
+        const uintptr_t hi = (uintptr_t)(W + (size_t)n1 * K);
         for (uintptr_t p = lo + (uintptr_t)threadIdx.x * 128; p < hi; p += (uintptr_t)blockDim.x * 128)
             cu_prefetch_l2((const void *)p);
     }
@@ -307,7 +309,8 @@ template <typename T, int MT, bool VEC, int S, bool LM> static void gemv_launch_
         const char *e = getenv("GDN_GEMV_PER_SM");
         per_sm = e && atoi(e) > 0 ? atoi(e) : 4;
     }
-    unsigned gx = cu_blocks((size_t)a.N, GEMV_WARPS / S), cap = (unsigned)per_sm * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
+    const unsigned gx = cu_blocks((size_t)a.N, GEMV_WARPS / S);
+    const unsigned cap = (unsigned)per_sm * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
     const dim3 grid(gx < cap ? gx : cap, (unsigned)((a.M + MT - 1) / MT));
     cu_launch_pdl("gemv", gemv_kernel<T, MT, VEC, S, LM>, grid, dim3(32 * GEMV_WARPS), smem, a);
 }
@@ -380,7 +383,8 @@ static void cu_matmul_fwd_small(void *y, int ldy, const void *x, int ldx, const 
         Unfused<T>::matmul_fwd(y, ldy, x, ldx, W, M, N, K, accumulate);
         return;
     }
-    GemvArgs a = {y, nullptr, x, nullptr, W, nullptr, ldy, ldx, M, N, K, accumulate, GV_PLAIN, 0.0f, 0};
+    GemvArgs a = {y, nullptr, x, nullptr, W, nullptr, ldy, ldx, M, N, K, accumulate, GV_PLAIN, 0.0f, 0,
+                  nullptr, nullptr, nullptr, nullptr};
     gemv_launch<T>(a);
 }
 
@@ -402,7 +406,8 @@ static void cu_rmsnorm_matmul_fwd(void *y, int ldy, void *s_out, const void *x, 
         cu_scratch_free(xn);
         return;
     }
-    GemvArgs a = {y, s_out, x, resid, W, nw, ldy, K, M, N, K, 0, GV_RMSNORM, eps, 0};
+    GemvArgs a = {y, s_out, x, resid, W, nw, ldy, K, M, N, K, 0, GV_RMSNORM, eps, 0,
+                  nullptr, nullptr, nullptr, nullptr};
     gemv_launch<T>(a);
 }
 
@@ -419,7 +424,8 @@ static void cu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W
         cu_scratch_free(h);
         return;
     }
-    GemvArgs a = {y, nullptr, gu, nullptr, W, nullptr, ldy, 2 * K, M, N, K, 0, GV_SWIGLU, 0.0f, 0};
+    GemvArgs a = {y, nullptr, gu, nullptr, W, nullptr, ldy, 2 * K, M, N, K, 0, GV_SWIGLU, 0.0f, 0,
+                  nullptr, nullptr, nullptr, nullptr};
     gemv_launch<T>(a);
 }
 
@@ -441,7 +447,8 @@ static void cu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float
         Unfused<T>::logits_stats(argmax, nullptr, logits, nullptr, M, V);
         return;
     }
-    GemvArgs a = {nullptr, s_out, x, resid, E, nw, V, h, M, V, h, 0, GV_RMSNORM, eps, 0};
+    GemvArgs a = {nullptr, s_out, x, resid, E, nw, V, h, M, V, h, 0, GV_RMSNORM, eps, 0,
+                  nullptr, nullptr, nullptr, nullptr};
     a.y32 = logits, a.xn_out = y, a.rstd_out = rstd, a.argmax = argmax;
     gemv_launch<T>(a);
 }
