@@ -255,8 +255,7 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
     const bool in_place = bf16_logits || sizeof(T) == sizeof(float);
     const bool own = !(scratch && in_place && scratch_bytes >= chunk_bytes);
     void *logits = own ? cu_scratch(chunk_bytes, "lmhead_ce logits") : scratch;
-    T *dlogits = bf16_logits || sizeof(T) == sizeof(float) ? (T *)logits
-                                                           : (T *)cu_scratch((size_t)R * V * sizeof(T), "lmhead_ce dlogits");
+    T *dlogits = in_place ? (T *)logits : (T *)cu_scratch((size_t)R * V * sizeof(T), "lmhead_ce dlogits");
     const T *ya = (const T *)y;
     const char *ce_exp = getenv("GDN_CUDA_CE_EXP"); // expf: the pass's expf form (A/B against the exp2 default)
     const bool ce_exp2 = !(ce_exp && !strcmp(ce_exp, "expf"));
@@ -271,7 +270,8 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
                 bf16_logits ? CUDA_R_16BF : CUDA_R_32F, 0.0f);
         if (bf16_logits)
             cu_launch("lmhead_ce softmax", ce_exp2 ? ce_rows_bf16_kernel<true> : ce_rows_bf16_kernel<false>,
-                      dim3(ce_bf16_grid(rows)), dim3(ce_bf16_threads), 0, (bf16 *)logits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, rows, n0, g_cu.err_dev);
+                      dim3(ce_bf16_grid(rows)), dim3(ce_bf16_threads), 0, (bf16 *)logits, V, targets + n0,
+                      losses + n0, dy ? 1 : 0, loss_scale, rows, n0, g_cu.err_dev);
         else if (V % 4 == 0) // rows stay 16-byte aligned (the scratch is)
             cu_launch("lmhead_ce softmax", ce_rows_vec_kernel<T>, dim3(rows), dim3(CE_THREADS), 0,
                       (const float *)logits, dlogits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, n0,
