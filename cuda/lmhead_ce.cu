@@ -194,23 +194,20 @@ __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets,
                 unpack8(q[u], x);
                 uint4 o;
                 __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&o);
+                const int kt = tgt - 8 * i; // the target's place in these 8 (compared with constants: a register
+                                            // array indexed by a variable would live in local memory)
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
                     float p0, p1;
-                    if (EXP2) { // the target's -loss_scale is added by the thread that owns it, below
+                    if (EXP2) {
                         p0 = ce_exp_diff<EXP2>(x[2 * k], M, M_l2) * scale;
                         p1 = ce_exp_diff<EXP2>(x[2 * k + 1], M, M_l2) * scale;
                     } else {
                         p0 = expf(x[2 * k] - M) * inv * loss_scale, p1 = expf(x[2 * k + 1] - M) * inv * loss_scale;
-                        if (8 * i + 2 * k == tgt) p0 -= loss_scale;
-                        if (8 * i + 2 * k + 1 == tgt) p1 -= loss_scale;
                     }
+                    if (2 * k == kt) p0 -= loss_scale;
+                    if (2 * k + 1 == kt) p1 -= loss_scale;
                     h[k] = __floats2bfloat162_rn(p0, p1);
-                }
-                if (EXP2 && i == tgt / 8) { // recompute the target's value in float before its bf16 rounding
-                    const int k = tgt % 8;
-                    const float p = ce_exp_diff<EXP2>(x[k], M, M_l2) * scale - loss_scale;
-                    reinterpret_cast<bf16 *>(&o)[k] = __float2bfloat16_rn(p);
                 }
                 r8[i] = o;
             }
