@@ -14,13 +14,14 @@ common=(--config configs/tiny.yaml --vocab_size 500 --train_data_path "$tmp/data
         --global_batch_size 4 --log_interval 1 --device cpu --lr_warmup_iters 3 --train_iters 60 --exit_signal_handler true)
 ./gdn train "${common[@]}" --save "$tmp/ref" > "$tmp/ref.log"
 wait_for() { # wait_for FILE PATTERN: until the running job's log shows it (at most 60 s)
-  for _ in $(seq 600); do grep -q "$2" "$1" 2>/dev/null && return 0; kill -0 $pid 2>/dev/null || return 0; sleep 0.1; done
+  for _ in $(seq 3000); do grep -q "$2" "$1" 2>/dev/null && return 0; kill -0 $pid 2>/dev/null || return 0; sleep 0.02; done
   echo "timed out waiting for '$2' in $1"; exit 1
 }
 # ---- SIGTERM at a random moment of training
 ./gdn train "${common[@]}" --save "$tmp/sig" --load "$tmp/sig" > "$tmp/sig1.log" 2>&1 & pid=$!
-wait_for "$tmp/sig1.log" "iteration  *1/"
-sleep "0.$((RANDOM % 6))$((RANDOM % 10))"
+# a random iteration, not a random time: 60 tiny iterations take well under a second on a fast machine, so a sleep
+# after iteration 1 could land after the end of the run (a CI flake)
+wait_for "$tmp/sig1.log" "iteration  *$((1 + RANDOM % 30))/"
 kill -TERM $pid
 rc=0; wait $pid || rc=$?; pid=
 test $rc = 0 || { echo "SIGTERM: exit status $rc"; cat "$tmp/sig1.log"; exit 1; }
@@ -37,8 +38,7 @@ grep -q "resuming from .* at iteration $k" "$tmp/sig2.log"
 # ---- 2 data-parallel ranks: SIGTERM to the process group (as Slurm and Ctrl-C send it); the launcher waits
 ./gdn train "${common[@]}" --nproc_per_node 2 --save "$tmp/dpref" > "$tmp/dpref.log"
 setsid ./gdn train "${common[@]}" --nproc_per_node 2 --save "$tmp/dp" > "$tmp/dp1.log" 2>&1 & pid=$!
-wait_for "$tmp/dp1.log" "iteration  *1/"
-sleep "0.$((RANDOM % 4))$((RANDOM % 10))"
+wait_for "$tmp/dp1.log" "iteration  *$((1 + RANDOM % 30))/"
 kill -TERM -- -$pid
 rc=0; wait $pid || rc=$?; pid=
 test $rc = 0 || { echo "2 ranks, SIGTERM: exit status $rc"; cat "$tmp/dp1.log"; exit 1; }
