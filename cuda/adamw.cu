@@ -52,18 +52,6 @@ __global__ void adamw_kernel(float *p, T *p_act, const float *g, float *m, float
         adamw_elem(p, p_act, g, m, v, i, gscale, k.decay, k);
 }
 
-// Four compute-copy values in one store (8 bytes for bf16, 16 for fp32).
-__device__ __forceinline__ void store4(bf16 *dst, const bf16 v[4]) {
-    __nv_bfloat162 lo, hi;
-    lo.x = v[0], lo.y = v[1], hi.x = v[2], hi.y = v[3];
-    uint2 w;
-    w.x = *reinterpret_cast<const uint32_t *>(&lo), w.y = *reinterpret_cast<const uint32_t *>(&hi);
-    *reinterpret_cast<uint2 *>(dst) = w;
-}
-__device__ __forceinline__ void store4(float *dst, const float v[4]) {
-    *reinterpret_cast<float4 *>(dst) = make_float4(v[0], v[1], v[2], v[3]);
-}
-
 // Multi-tensor AdamW: block b updates chunk b (<= ADAMW_CHUNK elements); the clip scale is read from device memory,
 // so no host round trip sits between the gradient norm and the update. k.decay = 1 - lr*wd; chunks without decay
 // use 1 (what 1 - lr*0 rounds to), as adamw with wd = 0 does.
@@ -88,13 +76,12 @@ __global__ void adamw_multi_kernel(const AdamwChunk *chunks, float *p, T *p_act,
             float4 m4 = reinterpret_cast<const float4 *>(mc)[i], v4 = reinterpret_cast<const float4 *>(vc)[i];
             float pv[4] = {p4.x, p4.y, p4.z, p4.w}, gv[4] = {g4.x, g4.y, g4.z, g4.w};
             float mv[4] = {m4.x, m4.y, m4.z, m4.w}, vv[4] = {v4.x, v4.y, v4.z, v4.w};
-            T av[4];
 #pragma unroll
-            for (int e = 0; e < 4; e++) adamw_elem(pv, act ? av : (T *)NULL, gv, mv, vv, e, gs, decay, k);
+            for (int e = 0; e < 4; e++) adamw_elem<T>(pv, NULL, gv, mv, vv, e, gs, decay, k);
             reinterpret_cast<float4 *>(pc)[i] = make_float4(pv[0], pv[1], pv[2], pv[3]);
             reinterpret_cast<float4 *>(mc)[i] = make_float4(mv[0], mv[1], mv[2], mv[3]);
             reinterpret_cast<float4 *>(vc)[i] = make_float4(vv[0], vv[1], vv[2], vv[3]);
-            if (act) store4(act + 4 * (size_t)i, av);
+            if (act) store4<T>(act + 4 * (size_t)i, pv); // the compute copy: adamw_elem's from_f of the new p
         }
         done = n4 * 4;
     }

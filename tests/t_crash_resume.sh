@@ -2,8 +2,9 @@
 # t_crash_resume.sh: training survives SIGKILL at any moment, inside a checkpoint save included. A tiny model
 # saves every step; a run is killed (kill -9) at least KILLS times, half at random moments within two steps after
 # the launch's first new checkpoint and half while a save's temp file exists, and is restarted each time with one
-# fixed command line (plus --load once a checkpoint exists). The final weights and AdamW state, and every loss any of the runs logged, equal those of
-# one uninterrupted run bit for bit; no temp file is left. Bounded: a deadline stops the kill loop.
+# fixed command line (plus --load once a checkpoint exists). The final weights and AdamW state, and every loss any
+# of the runs logged, equal those of one uninterrupted run bit for bit; no temp file is left. Bounded: a deadline
+# stops the kill loop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GDN=${GDN:-./gdn}
