@@ -10,6 +10,7 @@
 #include "model/backend.h"
 
 static size_t cpu_bytes_in_use; // what cpu_alloc handed out and cpu_free did not take back (atomic)
+static size_t cpu_bytes_peak;   // the most cpu_bytes_in_use has been (atomic)
 
 void *cpu_alloc(size_t bytes) {
     // aligned_alloc wants a size that is a multiple of the alignment.
@@ -21,7 +22,10 @@ void *cpu_alloc(size_t bytes) {
             "try a smaller micro_batch_size or seq_length",
             bytes, (double)bytes / (1024.0 * 1024.0 * 1024.0));
     memset(p, 0, rounded);
-    __atomic_add_fetch(&cpu_bytes_in_use, malloc_usable_size(p), __ATOMIC_RELAXED);
+    const size_t now = __atomic_add_fetch(&cpu_bytes_in_use, malloc_usable_size(p), __ATOMIC_RELAXED);
+    size_t peak = __atomic_load_n(&cpu_bytes_peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&cpu_bytes_peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
     return p;
 }
 
@@ -31,6 +35,7 @@ void cpu_free(void *p) {
     free(p);
 }
 static size_t cpu_mem_used(void) { return __atomic_load_n(&cpu_bytes_in_use, __ATOMIC_RELAXED); }
+static size_t cpu_mem_peak(void) { return __atomic_load_n(&cpu_bytes_peak, __ATOMIC_RELAXED); }
 
 static double cpu_time_ms(void (*fn)(void *), void *ctx, int reps) {
     struct timespec t0, t1;
@@ -87,6 +92,7 @@ static const Backend cpu_backend = {
     .memset0 = cpu_memset0,
     .sync = cpu_sync,
     .mem_used = cpu_mem_used,
+    .mem_peak = cpu_mem_peak,
     .time_ms = cpu_time_ms,
     .mark = cpu_mark,
     .mark_ms = cpu_mark_ms,

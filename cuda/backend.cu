@@ -73,6 +73,55 @@ static void cu_trim_pool(void) {
     cudaGetLastError();
 }
 
+// mem_peak: the bytes of the live buffers and scratch, each pointer's size in an open-addressing table (linear
+// probing, backward-shift deletion; one host thread allocates), and the most they have been.
+struct LiveBuf {
+    void *p;
+    size_t n;
+};
+static LiveBuf *g_live;
+static size_t g_live_cap, g_live_count, g_bytes_now, g_bytes_peak;
+static size_t live_slot(const void *p) { return ((uintptr_t)p >> 8) * 0x9E3779B97F4A7C15ull >> 20 & (g_live_cap - 1); }
+static void live_add(void *p, size_t n) {
+    if (2 * (g_live_count + 1) > g_live_cap) { // grow (rehash) at half full
+        LiveBuf *old = g_live;
+        const size_t old_cap = g_live_cap;
+        g_live_cap = old_cap ? 2 * old_cap : 256;
+        g_live = (LiveBuf *)xcalloc(g_live_cap, sizeof *g_live);
+        g_live_count = 0;
+        g_bytes_now = 0;
+        const size_t peak = g_bytes_peak;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].p) live_add(old[i].p, old[i].n);
+        g_bytes_peak = peak;
+        free(old);
+    }
+    size_t i = live_slot(p);
+    while (g_live[i].p) i = (i + 1) & (g_live_cap - 1);
+    g_live[i].p = p, g_live[i].n = n;
+    g_live_count++;
+    g_bytes_now += n;
+    if (g_bytes_now > g_bytes_peak) g_bytes_peak = g_bytes_now;
+}
+static void live_remove(void *p) {
+    if (!g_live_cap) return;
+    size_t i = live_slot(p);
+    while (g_live[i].p && g_live[i].p != p) i = (i + 1) & (g_live_cap - 1);
+    if (!g_live[i].p) return; // not ours (e.g. freed twice): nothing to count
+    g_bytes_now -= g_live[i].n;
+    g_live_count--;
+    // backward shift: move later entries of the probe run into the hole where their home slot allows
+    size_t hole = i;
+    for (size_t j = (i + 1) & (g_live_cap - 1); g_live[j].p; j = (j + 1) & (g_live_cap - 1)) {
+        const size_t home = live_slot(g_live[j].p);
+        if (((j - home) & (g_live_cap - 1)) >= ((j - hole) & (g_live_cap - 1))) {
+            g_live[hole] = g_live[j];
+            hole = j;
+        }
+    }
+    g_live[hole].p = NULL, g_live[hole].n = 0;
+}
+
 static void *cu_alloc(size_t bytes) {
     size_t n = bytes ? bytes : 1;
     void *p = NULL;
@@ -81,12 +130,14 @@ static void *cu_alloc(size_t bytes) {
         if (cudaMalloc(&p, n) != cudaSuccess) cu_die_oom(bytes, "a backend buffer");
     }
     CU_CHECK(cudaMemsetAsync(p, 0, n, g_cu.stream));
+    live_add(p, n);
     return p;
 }
 
 static void cu_free(void *p) {
     if (!p) return;
     CU_CHECK(cudaStreamSynchronize(g_cu.stream)); // the stream may still use p
+    live_remove(p);
     CU_CHECK(cudaFree(p));
 }
 
@@ -97,11 +148,14 @@ void *cu_scratch(size_t bytes, const char *op) {
         cu_trim_pool();
         if (cudaMallocAsync(&p, n, g_cu.stream) != cudaSuccess) cu_die_oom(bytes, op);
     }
+    live_add(p, n);
     return p;
 }
 
 void cu_scratch_free(void *p) {
-    if (p) CU_CHECK(cudaFreeAsync(p, g_cu.stream));
+    if (!p) return;
+    live_remove(p);
+    CU_CHECK(cudaFreeAsync(p, g_cu.stream));
 }
 
 // The host buffer may be reused as soon as this returns, so the copy is waited for.
@@ -307,6 +361,8 @@ static size_t cu_mem_used(void) {
     return total_b - free_b;
 }
 
+static size_t cu_mem_peak(void) { return g_bytes_peak; }
+
 static Backend g_tables[2];
 
 static void fill_table(Backend *b, int use_bf16) {
@@ -321,6 +377,7 @@ static void fill_table(Backend *b, int use_bf16) {
     b->memset0 = cu_memset0;
     b->sync = cu_sync;
     b->mem_used = cu_mem_used;
+    b->mem_peak = cu_mem_peak;
     b->time_ms = cu_time_ms;
     b->mark = cu_mark;
     b->mark_ms = cu_mark_ms;

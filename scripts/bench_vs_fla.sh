@@ -49,21 +49,24 @@ def gdn(tag, b):
         try: txt = open(f'{O}/gdn_{tag}_{ab}_b{b}.log').read()
         except OSError: continue
         m = re.search(r'([0-9.]+) ms/step, ([0-9]+) tokens/s', txt)
-        mem = re.search(r'memory in use ([0-9.]+) GiB', txt)
+        mem = re.search(r'memory in use ([0-9.]+) GiB, peak allocated ([0-9.]+) GiB', txt)
         if m and (best is None or float(m.group(1)) < best[0]):
-            best = (float(m.group(1)), float(m.group(2)), float(mem.group(1)) if mem else float('nan'))
+            best = (float(m.group(1)), float(m.group(2)), float(mem.group(2)) if mem else float('nan'),
+                    float(mem.group(1)) if mem else float('nan'))
     return best
 def fla(name, b):
     try: r = json.load(open(f'{O}/fla_results_{name}.json'))['train']
     except (OSError, KeyError): return {}
     return {v: r[v].get(str(b), r[v].get(b, {})) for v in r}
-print('\nmodel  B   gdn ms  gdn tok/s  gdn GiB | FLA variant  ms      tok/s     GiB   | gdn/FLA')
+# memory: gdn's peak allocated against FLA's (both what the model's tensors held at most; the device's in-use
+# figure, context and pool included, in brackets)
+print('\nmodel  B   gdn ms  gdn tok/s  gdn GiB (in use) | FLA variant  ms      tok/s     GiB   | gdn/FLA')
 rows = [('300m', int(b)) for b in BS] + ([('1b', 16)] if with1b else [])
 for name, b in rows:
     g = gdn(name, b)
     for v, r in sorted(fla(name, b).items()):
         if not g or 'tok_per_s' not in r: print(f'{name:5s} {b:3d}  {g}  | {v} {r}'); continue
-        print(f'{name:5s} {b:3d} {g[0]:7.1f} {g[1]:10,.0f} {g[2]:7.2f} | {v:11s} {r["ms_median"]:7.1f} {r["tok_per_s"]:9,.0f} '
+        print(f'{name:5s} {b:3d} {g[0]:7.1f} {g[1]:10,.0f} {g[2]:7.2f} ({g[3]:5.2f}) | {v:11s} {r["ms_median"]:7.1f} {r["tok_per_s"]:9,.0f} '
               f'{r.get("peak_alloc_GiB", float("nan")):5.1f} | {g[1] / r["tok_per_s"]:.3f}x')
 PY
 if [ "${BENCH_DECODE:-0}" = 1 ]; then

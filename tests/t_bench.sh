@@ -21,6 +21,11 @@ step = float(re.search(r'([\d.]+) ms/step', prof).group(1))
 rows = {}
 for m in re.finditer(r'^  (\S+(?: \[\d+x\d+\])?) +([\d.]+) +([\d.]+) +([\d.]+)%$', prof, re.M):
     rows[m.group(1)] = (float(m.group(2)), float(m.group(3)))
+# memory: in use now (the model still allocated) and the peak of the backend's buffers (CPU: the same count, so
+# the peak is at least what is in use, and the activations and weights are in it: > 1 MiB for tiny at 2 x 64)
+for out in (plain, prof):
+    used, peak = map(float, re.search(r'cpu memory in use ([\d.]+) GiB, peak allocated ([\d.]+) GiB', out).groups())
+    assert 2**-10 < used <= peak, (used, peak)
 total = float(re.search(r'^  sum of ops +([\d.]+)', prof, re.M).group(1))
 wall = float(re.search(r'^  step \(wall\) +([\d.]+)', prof, re.M).group(1))
 ops = {k.split(' ')[0] for k in rows}

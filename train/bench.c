@@ -121,8 +121,11 @@ int cmd_bench(int argc, char **argv) {
            "%.2f TFLOP/s (Megatron basis), %.2f TFLOP/s (GDN count), host peak RSS %.2f GiB",
            count, be->name, be->act_bytes == 2 ? "bf16" : "fp32", B, T, ms, tok,
            flops_per_token_megatron(&c) * tok / 1e12, flops_per_token_gdn(&c) * tok / 1e12, ru.ru_maxrss / 1048576.0);
-    // read before the model is freed: on CUDA the device's (the pool included), on the CPU the backend's buffers
-    printf(", %s memory in use %.2f GiB", be->name, be->mem_used() / 1073741824.0);
+    // read before the model is freed: on CUDA the device's (the pool included), on the CPU the backend's buffers;
+    // then the most the model's buffers and the ops' scratch held at once (PyTorch's max_memory_allocated: what
+    // FLA's harness reports as its peak)
+    printf(", %s memory in use %.2f GiB, peak allocated %.2f GiB", be->name, be->mem_used() / 1073741824.0,
+           be->mem_peak() / 1073741824.0);
     // MFU against H100/H200 dense bf16 (989.4 TFLOP/s), on the 6N-style GDN count
     if (be->act_bytes == 2) printf(", MFU %.1f%% of 989 TFLOP/s", 100.0 * flops_per_token_gdn(&c) * tok / 989.4e12);
     if (docs) printf(", %d EOD-separated documents per step (reset_state_at_eod)", docs);

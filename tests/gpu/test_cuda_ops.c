@@ -263,6 +263,38 @@ static void check_conversion(const Backend *be) {
     printf("%s %-62s bf16  round-to-nearest-even as util/common.h\n", bad ? "FAIL" : "PASS", "to_act/from_act");
 }
 
+// mem_peak (gdn bench's "peak allocated", against PyTorch's max_memory_allocated) counts what the backend's
+// buffers hold at once: 600 small buffers (the pointer table grows past its first sizes) and one of 64 MiB that
+// sets the peak, freed in a scrambled order with new ones in between; then one buffer 1 MiB larger than that peak
+// alone must raise the peak by exactly the difference (any byte a free failed to take back would show).
+static void check_mem_peak(const Backend *be) {
+    enum { NB = 600, SMALL = 4096 };
+    const size_t MiB = (size_t)1 << 20, big_b = 64 * MiB;
+    void *small[NB];
+    size_t live = 0, top = 0; // the bytes of this check's buffers, and their most
+    for (int i = 0; i < NB; i++) small[i] = be->alloc(SMALL), live += SMALL;
+    void *big = be->alloc(big_b);
+    live += big_b, top = live;
+    const size_t p1 = be->mem_peak();
+    for (int k = 0; k < NB; k++) { // free in the order 7k mod 600 (7 is prime to 600), a new buffer every 5th
+        const int i = (int)((7L * k) % NB);
+        be->free(small[i]), live -= SMALL;
+        small[i] = NULL;
+        if (k % 5 == 4) small[i] = be->alloc(2 * SMALL), live += 2 * SMALL;
+    }
+    be->free(big), live -= big_b;
+    for (int i = 0; i < NB; i++)
+        if (small[i]) be->free(small[i]), live -= 2 * SMALL;
+    void *over = be->alloc(top + MiB);
+    const size_t p2 = be->mem_peak();
+    be->free(over);
+    const int ok = live == 0 && p1 >= top && p2 - p1 == MiB;
+    g_checks++;
+    if (!ok) g_failures++;
+    printf("%s %-62s %s  peak %zu -> %zu bytes (want +%zu)\n", ok ? "PASS" : "FAIL", "mem_peak", be->name, p1, p2,
+           MiB);
+}
+
 // Bad ids must stop the run with a message naming the op, row and id. Each check runs in a fresh
 // process (this binary re-executed with --bad-id-child N), which must die with exit status 1.
 static int bad_id_child(int which) {
@@ -708,6 +740,7 @@ int main(int argc, char **argv) {
     atexit(report_abort);
     build_cases(quick);
     check_conversion(g16);
+    if (!only || strstr("mem_peak", only)) check_mem_peak(g32);
     if (!only) check_bad_ids();
     if (!only || strstr("adamw_multi", only)) check_adamw_multi_per_run(g32, 0), check_adamw_multi_per_run(g16, 1);
     if (!only || strstr("swiglu_bwd", only)) check_swiglu_recompute(g32), check_swiglu_recompute(g16);
