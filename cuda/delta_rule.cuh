@@ -266,30 +266,6 @@ __device__ __forceinline__ float quad_sum(float v) {
     return v;
 }
 
-// cp.async: 16 bytes global -> shared, grouped by commit, retired by wait_group<N> (all but the newest N
-// groups complete). A barrier must follow the wait before other threads read the data.
-__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-#ifdef GDN_EMU
-    emu::cp_async(dst, src, 16);
-#else
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#ifdef GDN_EMU
-    emu::cp_async_commit();
-#else
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-#ifdef GDN_EMU
-    emu::cp_async_wait(N);
-#else
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
 // Double buffering: waits for the current tile's copies; when the next tile's group is already in flight
 // (committed after it), that one may stay pending.
 __device__ __forceinline__ void cp_async_wait_current(bool next_in_flight) {

@@ -59,6 +59,14 @@ typedef struct {
 } AdamwChunk;
 #define ADAMW_CHUNK 65536
 
+// gdn_decode_fwd's fused output projection: out[B, ldout] (N columns) = y . W[N, K]^T, W act [N, K = HV*dv].
+typedef struct DecodeOutProj {
+    void *out;
+    int ldout;
+    const void *W;
+    int N;
+} DecodeOutProj;
+
 // A new compute or copy entry also goes in model/backend_profile.c's PROFILED_OPS (unlisted, `gdn bench --profile`
 // forwards it untimed and its time shows as the gap).
 typedef struct Backend {
@@ -175,9 +183,13 @@ typedef struct Backend {
     // (HV*dv columns, act). Equal to those ops in sequence (the CPU twin runs them; CUDA keeps the same act
     // roundings of the conv output, q, k and o). ids (nullable, backend memory [B]): where ids[b] == eod both
     // states of b are written as zeros, so the next token starts a document (reset_state_at_eod).
+    // oproj (nullable, host memory): the block's output projection after it, out[B, ldout] (N columns, act) =
+    // y . W[N, HV*dv]^T as matmul_fwd (y is written too); CUDA runs it inside the mixer's kernel at small B (one
+    // kernel boundary less per decode step; the sums in another order than the GEMV's).
     void (*gdn_decode_fwd)(void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state, float *S,
                            const float *A_log, const float *dt_bias, const float *norm_w, const int32_t *ids,
-                           int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps);
+                           int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps,
+                           const DecodeOutProj *oproj);
     // RMSNorm into a GEMM (decoding's small M): the rmsnorm_fwd (s_out, no rstd) of x (+ resid) with weight nw
     // [K], then y[M, N] = norm . W[N, K]^T, as the two ops in sequence (the normed row rounded to act first).
     void (*rmsnorm_matmul_fwd)(void *y, int ldy, void *s_out, const void *x, const void *resid, const float *nw,

@@ -213,6 +213,14 @@ static void build_cases(int quick) {
     cases_lmhead_norm_argmax(&g, 6, 500, 64, 1, 0);      // 6 rows (past the GEMV's 4)
     cases_lmhead_norm_argmax(&g, 1, 128256, 1024, 1, 1); // the 300M's lm head at batch 1 (no L2 prefetch)
     cases_lmhead_norm_argmax(&g, 4, 128256, 1024, 1, 1); // batch 4
+    // the mixer with the output projection after it (CUDA: inside its kernel at B <= 4, one part per v head, where
+    // W_o's slice fits in shared memory; else the unfused projection after the kernel)
+    cases_gdn_decode_oproj(&g, 1, 4, 8, 64, 64, 4, 0, 0, 1024); // the 300M at batch 1 (fp32: W_o's slice too big)
+    cases_gdn_decode_oproj(&g, 3, 2, 4, 32, 64, 4, 2, 1, 200);  // batch 3, G = 2, strides, EOD
+    cases_gdn_decode_oproj(&g, 2, 2, 2, 16, 32, 3, 1, 1, 96);   // G = 1, K = 3
+    cases_gdn_decode_oproj(&g, 4, 1, 4, 32, 96, 4, 0, 0, 72);   // batch 4, dv = 96: three slices per part
+    cases_gdn_decode_oproj(&g, 1, 2, 4, 32, 48, 4, 1, 0, 64);   // dv = 48: parts across heads, then the GEMV
+    cases_gdn_decode_oproj(&g, 16, 4, 8, 64, 64, 4, 0, 1, 128); // batch 16: the kernel, then cuBLASLt
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)
