@@ -80,20 +80,22 @@ struct GdArgs {
     int ldout, N, ldws;
 };
 
-template <typename T, int NC, bool OP>
+// SPLIT: launched with parts > 1 (NC = 1; the OP form, whose parts are whole v heads: NC = 2 where dv % 64 == 0, so
+// a 64-wide head is one slice)
+template <typename T, int NC, bool SPLIT, bool OP>
 __global__ void __launch_bounds__(GD_COLS *GD_ROWS) gdn_decode_kernel(GdArgs a) {
     enum { SLICE = GD_COLS * NC };
-    static_assert(!OP || NC == 1, "the OP form is a split launch");
+    static_assert(!OP || SPLIT, "the OP form is a split launch");
     const int x = threadIdx.x, y = threadIdx.y, tid = y * GD_COLS + x, nthr = GD_COLS * GD_ROWS;
     const int i = blockIdx.x / a.parts, part = blockIdx.x - i * a.parts, b = blockIdx.y;
     const int G = a.HV / a.H, E = G * a.dv, dk = a.dk;
-    constexpr bool split = NC == 1; // launched with parts > 1
+    constexpr bool split = SPLIT;
     const int c0 = part * a.W, Wp = min(a.W, E - c0); // this part's columns c0 .. c0+Wp-1 of the group's E
     const int Kd = a.H * dk, Vd = a.HV * a.dv, Dc = 2 * Kd + Vd, H1 = a.K - 1;
     __shared__ float xc[2 * GD_MAX_DK + GD_MAX_E]; // conv outputs: q_i, k_i, the part's v
     __shared__ float qs[GD_MAX_DK], ks[GD_MAX_DK], red[GD_ROWS][SLICE], os[GD_MAX_E];
     __shared__ float alpha_s[GD_MAX_G], beta_s[GD_MAX_G];
-    __shared__ float qk_new[NC == 1 ? 2 * GD_MAX_DK * (GD_KMAX - 1) : 1]; // split: q_i, k_i's next conv state
+    __shared__ float qk_new[SPLIT ? 2 * GD_MAX_DK * (GD_KMAX - 1) : 1]; // split: q_i, k_i's next conv state
     __shared__ int last_s, last_o;
     const T *P = (const T *)a.P + (size_t)b * a.ldp;
     // the conv channel of the part's channel cl: q_i, k_i, then the part's v columns
@@ -118,7 +120,7 @@ __global__ void __launch_bounds__(GD_COLS *GD_ROWS) gdn_decode_kernel(GdArgs a) 
         }
         cp_async_commit();
     }
-    float win0[GD_KMAX], cw0[GD_KMAX], s0[GD_MAX_R];
+    float win0[GD_KMAX], cw0[GD_KMAX], s0[NC][GD_MAX_R];
     if (split && tid < 2 * dk + Wp) {
         const int c = chan(tid);
 #pragma unroll
@@ -128,12 +130,15 @@ __global__ void __launch_bounds__(GD_COLS *GD_ROWS) gdn_decode_kernel(GdArgs a) 
         }
     }
     if (split) {
-        const int e = c0 + x, jj = e / a.dv, ee = e - jj * a.dv;
-        const float *st = a.S + (((size_t)b * a.HV + i * G + jj) * dk) * a.dv + ee;
 #pragma unroll
-        for (int r = 0; r < GD_MAX_R; r++) {
-            const int d = y + GD_ROWS * r;
-            s0[r] = (e < c0 + Wp && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
+        for (int cc = 0; cc < NC; cc++) {
+            const int e = c0 + x + GD_COLS * cc, jj = e / a.dv, ee = e - jj * a.dv;
+            const float *st = a.S + (((size_t)b * a.HV + i * G + jj) * dk) * a.dv + ee;
+#pragma unroll
+            for (int r = 0; r < GD_MAX_R; r++) {
+                const int d = y + GD_ROWS * r;
+                s0[cc][r] = (e < c0 + Wp && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
+            }
         }
     }
     cu_pdl_wait();
@@ -195,8 +200,8 @@ __global__ void __launch_bounds__(GD_COLS *GD_ROWS) gdn_decode_kernel(GdArgs a) 
 #pragma unroll
             for (int r = 0; r < GD_MAX_R; r++) {
                 const int d = y + GD_ROWS * r;
-                // split: the part's first slice came in before the wait (same columns: e0 == c0, NC == 1)
-                s[cc][r] = split && e0 == c0 ? s0[r] : (col && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
+                // split: the part's first slice came in before the wait (same columns: e0 == c0)
+                s[cc][r] = split && e0 == c0 ? s0[cc][r] : (col && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
                 if (d < dk) {
                     s[cc][r] *= al;
                     part_ += s[cc][r] * ks[d];
@@ -376,8 +381,12 @@ template <typename T> static bool gd_launch_op(GdArgs a, int B, const DecodeOutP
         return false;
     a.parts = G, a.W = a.dv;
     a.out = op->out, a.Wo = op->W, a.ldout = op->ldout, a.N = op->N, a.ldws = (int)ldws;
-    cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 1, true>, dim3((unsigned)(a.H * G), (unsigned)B),
-                  dim3(GD_COLS, GD_ROWS), smem, a);
+    if (a.dv % (2 * GD_COLS) == 0) // a 64-wide head in one slice
+        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 2, true, true>, dim3((unsigned)(a.H * G), (unsigned)B),
+                      dim3(GD_COLS, GD_ROWS), smem, a);
+    else
+        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 1, true, true>, dim3((unsigned)(a.H * G), (unsigned)B),
+                      dim3(GD_COLS, GD_ROWS), smem, a);
     return true;
 }
 
@@ -415,10 +424,10 @@ static void cu_gdn_decode_fwd(void *y, int ldy, const void *P, int ldp, const fl
                 eps, 1.0f / sqrtf((float)dk), nullptr, nullptr, 0, 0, 0};
     if (op && gd_launch_op<T>(a, B, op)) return;
     if (parts > 1)
-        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 1, false>, dim3((unsigned)(H * parts), (unsigned)B),
+        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 1, true, false>, dim3((unsigned)(H * parts), (unsigned)B),
                       dim3(GD_COLS, GD_ROWS), 0, a);
     else
-        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 4, false>, dim3((unsigned)H, (unsigned)B),
+        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 4, false, false>, dim3((unsigned)H, (unsigned)B),
                       dim3(GD_COLS, GD_ROWS), 0, a);
     project();
 }
