@@ -93,7 +93,7 @@ template <int BV> __global__ void __launch_bounds__(TC_THREADS) dr_tc_dh_kernel(
         __syncthreads();
         const int dl_ = dr_ds(a, b, t0, Lc, Lc - 1); // packed documents (delta_rule.cuh)
         if (qrow < Lc) { // Q <- bf16(s e^G q): thread pair per row, 32 columns each
-            const float f = a.scale * (dr_carried_ds(dr_ds(a, b, t0, Lc, qrow), t0) ? expf(GQ) : 0.0f);
+            const float f = a.scale * (dr_carried_ds(dr_ds(a, b, t0, Lc, qrow), t0) ? dr_exp2(GQ) : 0.0f);
             bf16 *qr = Q + qrow * TC_LD + (threadIdx.x & 1) * 32;
 #pragma unroll 8
             for (int c = 0; c < 32; c++) qr[c] = __float2bfloat16_rn(f * __bfloat162float(qr[c]));
@@ -108,8 +108,8 @@ template <int BV> __global__ void __launch_bounds__(TC_THREADS) dr_tc_dh_kernel(
                 lda_rk(ka, K, TC_LD, R0, 16 * s);
                 mma_row<B_KN>(acc, ka, dSs, LDB, 16 * s, 0, NP);
             }
-            const float dec0 = dr_ds(a, b, t0, Lc, R0 + acc_row(0)) == dl_ ? expf(GL - G0) : 0.0f;
-            const float dec1 = dr_ds(a, b, t0, Lc, R0 + acc_row(2)) == dl_ ? expf(GL - G1) : 0.0f;
+            const float dec0 = dr_ds(a, b, t0, Lc, R0 + acc_row(0)) == dl_ ? dr_exp2(GL - G0) : 0.0f;
+            const float dec1 = dr_ds(a, b, t0, Lc, R0 + acc_row(2)) == dl_ ? dr_exp2(GL - G1) : 0.0f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -134,7 +134,7 @@ template <int BV> __global__ void __launch_bounds__(TC_THREADS) dr_tc_dh_kernel(
         }
         __syncthreads(); // scaled Q and dV_new complete
         { // dS_start = e^{G_last} dS_end + Qg^T dO - W^T dV_new (A operands read transposed from the tiles)
-            const float eL = dr_carried_ds(dl_, t0) ? expf(GL) : 0.0f;
+            const float eL = dr_carried_ds(dl_, t0) ? dr_exp2(GL) : 0.0f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
             const float G = a.Gc[hr0 + min(r, Lc - 1)], be = r < Lc ? a.beta[(tok0 + r) * a.HV + j] : 0.0f;
             Gs[r] = G;
             bs[r] = be;
-            eGs[r] = dr_carried_ds(dr_ds(a, b, t0, Lc, r), t0) ? expf(G) : 0.0f;
+            eGs[r] = dr_carried_ds(dr_ds(a, b, t0, Lc, r), t0) ? dr_exp2(G) : 0.0f;
             kbs[r] = be * eGs[r];
         }
         cp_async_wait<0>();
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
                 for (int x = 0; x < 4; x++) {
                     const int r = R0 + acc_row(x), c = acc_col(nt, x);
                     acc[nt][x] = c <= r && r < Lc && Ds[r] == Ds[c]
-                                     ? rnd_bf16(a.scale * acc[nt][x] * expf(Gs[r] - Gs[c]))
+                                     ? rnd_bf16(a.scale * acc[nt][x] * dr_exp2(Gs[r] - Gs[c]))
                                      : 0.0f;
                 }
             acc_to_a(pa, acc);
@@ -278,8 +278,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
         for (int s = 0; s < 4; s++) lda_rk(kfa[s], Ks, TC_LD, R0, 16 * s);
         { // dK = e^{G_last - G} (V_new dS_end^T) + P^T Q
             const int r0 = R0 + acc_row(0), r1 = R0 + acc_row(2);
-            const float dec0 = r0 < Lc && Ds[r0] == Ds[Lc - 1] ? expf(GL - Gs[r0]) : 0.0f;
-            const float dec1 = r1 < Lc && Ds[r1] == Ds[Lc - 1] ? expf(GL - Gs[r1]) : 0.0f;
+            const float dec0 = r0 < Lc && Ds[r0] == Ds[Lc - 1] ? dr_exp2(GL - Gs[r0]) : 0.0f;
+            const float dec1 = r1 < Lc && Ds[r1] == Ds[Lc - 1] ? dr_exp2(GL - Gs[r1]) : 0.0f;
             float k1[8][4], k2[8][4];
             zero_tc(k1);
             zero_tc(k2);
@@ -416,7 +416,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
                     const int r = R0 + acc_row(x), c = acc_col(nt, x);
                     float e = 0.0f, dm = 0.0f;
                     if (c < r && Ds[r] == Ds[c]) {
-                        const float gam = expf(Gs[r] - Gs[c]), dA = -da[nt][x];
+                        const float gam = dr_exp2(Gs[r] - Gs[c]), dA = -da[nt][x];
                         e = dA * (bs[r] * kk[nt][x] * gam);
                         dm = dA * gam;
                         bk[x >> 1] += dm * kk[nt][x];
@@ -484,7 +484,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
             float run = 0.0f;
             for (int r = Lc - 1; r >= 0; r--) {
                 float d = dgs[r] - (colp[r] + colp[DR_C + r] + colp[2 * DR_C + r] + colp[3 * DR_C + r]);
-                if (r == Lc - 1) d += kint_all + (dr_carried(Ds, t0, Lc - 1) ? expf(GL) : 0.0f) * hd_all;
+                if (r == Lc - 1) d += kint_all + (dr_carried(Ds, t0, Lc - 1) ? dr_exp2(GL) : 0.0f) * hd_all;
                 run += d;
                 a.dgamma[(tok0 + r) * a.HV + j] = run;
                 if (Ds[r] == t0 + r) run = 0.0f; // G restarts where a document starts

@@ -107,7 +107,7 @@ template <bool BWD> __global__ void __launch_bounds__(TC_THREADS) dr_tc_intra_ke
         for (int r = 0; r < DR_C; r++) {
             if (Ds[r] == t0 + r) g = 0.0f;
             g += Gs[r];
-            Gs[r] = g;
+            Gs[r] = g * DR_LOG2E; // log2 scale: every e^{...} of G below is one ex2 (dr_exp2)
         }
     }
     cp_async_wait<0>();
@@ -115,7 +115,7 @@ template <bool BWD> __global__ void __launch_bounds__(TC_THREADS) dr_tc_intra_ke
     if (threadIdx.x < DR_C) {
         const int r = threadIdx.x;
         if (r < Lc) a.Gc[hr0 + r] = Gs[r];
-        kbs[r] = bs[r] * (dr_carried(Ds, t0, r) ? expf(Gs[r]) : 0.0f);
+        kbs[r] = bs[r] * (dr_carried(Ds, t0, r) ? dr_exp2(Gs[r]) : 0.0f);
     }
 
     uint32_t ka[4][4]; // this warp's K rows as A fragments (k-steps over dk)
@@ -132,7 +132,7 @@ template <bool BWD> __global__ void __launch_bounds__(TC_THREADS) dr_tc_intra_ke
 #pragma unroll
             for (int x = 0; x < 4; x++) {
                 const int r = R0 + acc_row(x), c = acc_col(nt, x);
-                Af[r * AF_LD + c] = r > c && Ds[r] == Ds[c] ? bs[r] * acc[nt][x] * expf(Gs[r] - Gs[c]) : 0.0f;
+                Af[r * AF_LD + c] = r > c && Ds[r] == Ds[c] ? bs[r] * acc[nt][x] * dr_exp2(Gs[r] - Gs[c]) : 0.0f;
             }
     }
     if (BWD) { // dV_local = St dO with St[r][i] = s (k_r . q_i) e^{G_i - G_r} for r <= i < Lc (St = Sm^T)
@@ -146,7 +146,7 @@ template <bool BWD> __global__ void __launch_bounds__(TC_THREADS) dr_tc_intra_ke
 #pragma unroll
             for (int x = 0; x < 4; x++) {
                 const int r = R0 + acc_row(x), q = acc_col(nt, x);
-                acc[nt][x] = q >= r && q < Lc && Ds[q] == Ds[r] ? rnd_bf16(a.scale * acc[nt][x] * expf(Gs[q] - Gs[r]))
+                acc[nt][x] = q >= r && q < Lc && Ds[q] == Ds[r] ? rnd_bf16(a.scale * acc[nt][x] * dr_exp2(Gs[q] - Gs[r]))
                                                                  : 0.0f;
             }
         uint32_t sa[4][4];
@@ -350,8 +350,8 @@ template <int BV> __global__ void __launch_bounds__(TC_THREADS) dr_tc_state_kern
                 mma_row<B_KN>(acc, wa, hs, LDB, 16 * s, 0, NP);
             }
             const int dl = dr_ds(a, b, t0, Lc, Lc - 1);
-            const float dec0 = dr_ds(a, b, t0, Lc, R0 + acc_row(0)) == dl ? expf(GL - G0) : 0.0f;
-            const float dec1 = dr_ds(a, b, t0, Lc, R0 + acc_row(2)) == dl ? expf(GL - G1) : 0.0f;
+            const float dec0 = dr_ds(a, b, t0, Lc, R0 + acc_row(0)) == dl ? dr_exp2(GL - G0) : 0.0f;
+            const float dec1 = dr_ds(a, b, t0, Lc, R0 + acc_row(2)) == dl ? dr_exp2(GL - G1) : 0.0f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -376,7 +376,7 @@ template <int BV> __global__ void __launch_bounds__(TC_THREADS) dr_tc_state_kern
         }
         __syncthreads();
         { // h <- e^{G_last} h + K^T Vd (rows d = R0..: A = K^T, read transposed from the K tile)
-            const float eL = dr_carried_ds(dr_ds(a, b, t0, Lc, Lc - 1), t0) ? expf(GL) : 0.0f;
+            const float eL = dr_carried_ds(dr_ds(a, b, t0, Lc, Lc - 1), t0) ? dr_exp2(GL) : 0.0f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -451,7 +451,7 @@ __global__ void __launch_bounds__(TC_THREADS) dr_tc_out_kernel(DrArgs a) {
 #pragma unroll
             for (int x = 0; x < 4; x++) {
                 const int r = R0 + acc_row(x), c = acc_col(nt, x);
-                acc[nt][x] = c <= r && r < Lc && Ds[r] == Ds[c] ? rnd_bf16(acc[nt][x] * expf(Gs[r] - Gs[c])) : 0.0f;
+                acc[nt][x] = c <= r && r < Lc && Ds[r] == Ds[c] ? rnd_bf16(acc[nt][x] * dr_exp2(Gs[r] - Gs[c])) : 0.0f;
             }
         acc_to_a(sa, acc);
     }
@@ -463,8 +463,8 @@ __global__ void __launch_bounds__(TC_THREADS) dr_tc_out_kernel(DrArgs a) {
         if (s <= warp) mma_row<B_KN>(o1, sa[s], Vn, TC_LD, 16 * s, 0, pv);
         if (s < ksk) mma_row<B_KN>(o2, qa[s], Hs, TC_LD, 16 * s, 0, pv);
     }
-    const float eg0 = dr_carried(Ds, t0, R0 + acc_row(0)) ? expf(Gs[R0 + acc_row(0)]) : 0.0f;
-    const float eg1 = dr_carried(Ds, t0, R0 + acc_row(2)) ? expf(Gs[R0 + acc_row(2)]) : 0.0f;
+    const float eg0 = dr_carried(Ds, t0, R0 + acc_row(0)) ? dr_exp2(Gs[R0 + acc_row(0)]) : 0.0f;
+    const float eg1 = dr_carried(Ds, t0, R0 + acc_row(2)) ? dr_exp2(Gs[R0 + acc_row(2)]) : 0.0f;
 #pragma unroll
     for (int nt = 0; nt < 8; nt++)
 #pragma unroll
