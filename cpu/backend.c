@@ -11,6 +11,7 @@
 
 static size_t cpu_bytes_in_use; // what cpu_alloc handed out and cpu_free did not take back (atomic)
 static size_t cpu_bytes_peak;   // the most cpu_bytes_in_use has been (atomic)
+static size_t cpu_buffers;      // buffers handed out and not freed (atomic)
 
 void *cpu_alloc(size_t bytes) {
     // aligned_alloc wants a size that is a multiple of the alignment.
@@ -22,9 +23,11 @@ void *cpu_alloc(size_t bytes) {
             "try a smaller micro_batch_size or seq_length",
             bytes, (double)bytes / (1024.0 * 1024.0 * 1024.0));
     memset(p, 0, rounded);
+    __atomic_add_fetch(&cpu_buffers, 1, __ATOMIC_RELAXED);
     const size_t now = __atomic_add_fetch(&cpu_bytes_in_use, malloc_usable_size(p), __ATOMIC_RELAXED);
     size_t peak = __atomic_load_n(&cpu_bytes_peak, __ATOMIC_RELAXED);
-    while (now > peak && !__atomic_compare_exchange_n(&cpu_bytes_peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&cpu_bytes_peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     }
     return p;
 }
@@ -32,10 +35,15 @@ void *cpu_alloc(size_t bytes) {
 void cpu_free(void *p) {
     if (!p) return;
     __atomic_sub_fetch(&cpu_bytes_in_use, malloc_usable_size(p), __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&cpu_buffers, 1, __ATOMIC_RELAXED);
     free(p);
 }
 static size_t cpu_mem_used(void) { return __atomic_load_n(&cpu_bytes_in_use, __ATOMIC_RELAXED); }
-static size_t cpu_mem_peak(void) { return __atomic_load_n(&cpu_bytes_peak, __ATOMIC_RELAXED); }
+static void cpu_mem_stats(BackendMemStats *s) {
+    s->reserved = s->allocated = __atomic_load_n(&cpu_bytes_in_use, __ATOMIC_RELAXED);
+    s->peak = __atomic_load_n(&cpu_bytes_peak, __ATOMIC_RELAXED);
+    s->count = __atomic_load_n(&cpu_buffers, __ATOMIC_RELAXED);
+}
 
 static double cpu_time_ms(void (*fn)(void *), void *ctx, int reps) {
     struct timespec t0, t1;
@@ -92,7 +100,7 @@ static const Backend cpu_backend = {
     .memset0 = cpu_memset0,
     .sync = cpu_sync,
     .mem_used = cpu_mem_used,
-    .mem_peak = cpu_mem_peak,
+    .mem_stats = cpu_mem_stats,
     .time_ms = cpu_time_ms,
     .mark = cpu_mark,
     .mark_ms = cpu_mark_ms,

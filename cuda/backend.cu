@@ -73,7 +73,7 @@ static void cu_trim_pool(void) {
     cudaGetLastError();
 }
 
-// mem_peak: the bytes of the live buffers and scratch, each pointer's size in an open-addressing table (linear
+// mem_stats: the bytes of the live buffers and scratch, each pointer's size in an open-addressing table (linear
 // probing, backward-shift deletion; one host thread allocates), and the most they have been.
 struct LiveBuf {
     void *p;
@@ -361,7 +361,10 @@ static size_t cu_mem_used(void) {
     return total_b - free_b;
 }
 
-static size_t cu_mem_peak(void) { return g_bytes_peak; }
+static void cu_mem_stats(BackendMemStats *s) {
+    s->reserved = cu_mem_used();
+    s->allocated = g_bytes_now, s->peak = g_bytes_peak, s->count = g_live_count;
+}
 
 static Backend g_tables[2];
 
@@ -377,7 +380,7 @@ static void fill_table(Backend *b, int use_bf16) {
     b->memset0 = cu_memset0;
     b->sync = cu_sync;
     b->mem_used = cu_mem_used;
-    b->mem_peak = cu_mem_peak;
+    b->mem_stats = cu_mem_stats;
     b->time_ms = cu_time_ms;
     b->mark = cu_mark;
     b->mark_ms = cu_mark_ms;

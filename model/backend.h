@@ -59,6 +59,10 @@ typedef struct {
 } AdamwChunk;
 #define ADAMW_CHUNK 65536
 
+typedef struct BackendMemStats {
+    size_t reserved, allocated, peak, count;
+} BackendMemStats;
+
 // gdn_decode_fwd's fused output projection: out[B, ldout] (N columns) = y . W[N, K]^T, W act [N, K = HV*dv].
 typedef struct DecodeOutProj {
     void *out;
@@ -84,10 +88,12 @@ typedef struct Backend {
     void (*memset0)(void *p, size_t bytes);
     void (*sync)(void);
     size_t (*mem_used)(void); // bytes of backend memory in use now (CUDA: the device's, pool included)
-    // The most bytes the backend's own buffers and scratch held at once since the process started: what the model
-    // needs, comparable with PyTorch's max_memory_allocated (CUDA: the context, cuBLASLt's workspace and the pool's
-    // cached blocks are not counted; a recorded graph's scratch counts as the ops asked for it when recorded).
-    size_t (*mem_peak)(void);
+    // The backend's own buffers and scratch, as PyTorch's allocator statistics (Megatron's mem-* TensorBoard tags):
+    // bytes and count allocated now, and the most bytes held at once since the process started (peak: what the
+    // model needs, comparable with max_memory_allocated; CUDA: the context, cuBLASLt's workspace and the pool's
+    // cached blocks are not counted; a recorded graph's scratch counts as the ops asked for it when recorded);
+    // reserved = mem_used().
+    void (*mem_stats)(BackendMemStats *s);
     // Runs fn(ctx) reps times and returns the milliseconds per call: between events on the backend's stream
     // on CUDA, wall clock on the CPU (<0 where there is no clock, e.g. the emulator).
     double (*time_ms)(void (*fn)(void *), void *ctx, int reps);

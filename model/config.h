@@ -75,6 +75,7 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(metrics_file, CK_STR, metrics_file, "", "JSONL metrics file (default <save>/metrics.jsonl)")       \
     /* run monitoring (train/runlog.c) */                                                                  \
     X(tensorboard_dir, CK_STR, tensorboard_dir, "", "TensorBoard event files go here (Megatron's tags)")    \
+    X(log_memory_to_tensorboard, CK_BOOL, log_memory_to_tensorboard, "false", "TensorBoard: mem-reserved-bytes, mem-allocated-bytes, mem-max-allocated-bytes, mem-allocated-count (the backend's buffers) every iteration") \
     X(report_dir, CK_STR, report_dir, "", "refresh a `gdn report` page (HTML, plots) here at log intervals (<= every 10 s)") \
     X(device, CK_STR, device, "auto", "cpu | cuda | auto")                                                \
     X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
@@ -121,6 +122,7 @@ typedef struct {
     int enable_cuda_graph; // Megatron's key; here the scope is one micro-batch's forward + backward
     int nproc_per_node;
     char tensorboard_dir[512], report_dir[512]; // run monitoring
+    int log_memory_to_tensorboard;
     int use_distributed_optimizer; // issue 19
     float distributed_timeout_minutes;
     int ddp_bucket_size, overlap_grad_reduce, overlap_param_gather;

@@ -12,7 +12,8 @@ tmp=${T_KEEP:-$(mktemp -d)}; [ -n "${T_KEEP:-}" ] || trap 'rm -rf "$tmp"' EXIT; 
 /usr/bin/python3 tests/ref/make_dataset.py "$tmp/data" 60000 500 3
 common=(--config configs/tiny.yaml --vocab_size 500 --train_data_path "$tmp/data" --seq_length 64
         --micro_batch_size 2 --global_batch_size 4 --log_interval 4 --device cpu --lr_warmup_iters 3 --train_iters 12)
-./gdn train "${common[@]}" --save "$tmp/a" --save_interval 6 --tensorboard_dir "$tmp/a/tb" --report_dir "$tmp/a/report" > "$tmp/a.log"
+./gdn train "${common[@]}" --save "$tmp/a" --save_interval 6 --tensorboard_dir "$tmp/a/tb" --report_dir "$tmp/a/report" \
+    --log_memory_to_tensorboard true > "$tmp/a.log"
 ./gdn train "${common[@]}" --save "$tmp/b" --exit_interval 6 > "$tmp/b1.log"
 cp "$tmp/a/metrics.jsonl" "$tmp/b/metrics.jsonl"   # the crashed run had logged up to 12
 mkdir -p "$tmp/b/tb"; cp "$tmp"/a/tb/events.* "$tmp/b/tb/"
@@ -65,6 +66,15 @@ logs = {r['iteration']: r for r in rows if r.get('log')}
 it_time = tags['iteration-time']   # seconds; the JSONL has ms to 3 decimals
 assert [p[0] for p in it_time] == [4, 8, 12] and all(abs(p[1] - logs[p[0]]['ms_per_iter'] / 1e3) < 1e-6 for p in it_time), it_time
 assert 'throughput' not in tags   # TFLOP/s/GPU: not on the CPU
+# --log_memory_to_tensorboard: Megatron's mem-* tags every iteration, from the backend's allocation statistics; the
+# step's buffers are the same every iteration after the first (a leak would grow them), the peak never falls
+mem = {t: tags[f'mem-{t}'] for t in ('reserved-bytes', 'allocated-bytes', 'max-allocated-bytes', 'allocated-count')}
+for t, pts in mem.items():
+    assert [p[0] for p in pts] == list(range(1, 13)), (t, pts)
+alloc, peak, count = ([p[1] for p in mem[t]] for t in ('allocated-bytes', 'max-allocated-bytes', 'allocated-count'))
+assert all(a > 2 ** 16 and p >= a for a, p in zip(alloc, peak)), (alloc, peak)
+assert peak == sorted(peak) and len(set(alloc[1:])) == 1 and len(set(count[1:])) == 1 and count[0] > 0, (alloc, count)
+assert all(r == a for r, a in zip([p[1] for p in mem['reserved-bytes']], alloc))   # the CPU: no pool
 # resume: each iteration once in the JSONL, the same losses as the straight run, one summary
 rb = [json.loads(l) for l in open(f'{tmp}/b/metrics.jsonl')]
 its = [r['iteration'] for r in rb if 'lm_loss' in r]
@@ -89,6 +99,9 @@ rep = json.load(open(f'{tmp}/a/report/report.json'))
 assert rep['runs'][0]['rows'][-1]['iteration'] == 12
 table = open(f'{tmp}/table.txt').read()
 assert 'none in 1-12' in table and '| 12 |' in table and '+0.00 |' in table, table
+# the resumed run (iterations 7-12, no --log_memory_to_tensorboard) adds no mem-* points after the copied ones
+btags = tbread.read_dir(f'{tmp}/b/tb')[0]
+assert all(s < 7 for t, pts in btags.items() if t.startswith('mem-') for s, _ in pts), 'mem-* tags without the flag'
 print(f'log lines {len(lines)}, TensorBoard {sum(map(len, tags.values()))} scalars in {len(tags)} tags; resume: '
       f'{len(its)} JSONL steps, TensorBoard steps monotonic over {len(files)} files; version {version}')
 PY

@@ -124,8 +124,10 @@ int cmd_bench(int argc, char **argv) {
     // read before the model is freed: on CUDA the device's (the pool included), on the CPU the backend's buffers;
     // then the most the model's buffers and the ops' scratch held at once (PyTorch's max_memory_allocated: what
     // FLA's harness reports as its peak)
+    BackendMemStats mem;
+    be->mem_stats(&mem);
     printf(", %s memory in use %.2f GiB, peak allocated %.2f GiB", be->name, be->mem_used() / 1073741824.0,
-           be->mem_peak() / 1073741824.0);
+           mem.peak / 1073741824.0);
     // MFU against H100/H200 dense bf16 (989.4 TFLOP/s), on the 6N-style GDN count
     if (be->act_bytes == 2) printf(", MFU %.1f%% of 989 TFLOP/s", 100.0 * flops_per_token_gdn(&c) * tok / 989.4e12);
     if (docs) printf(", %d EOD-separated documents per step (reset_state_at_eod)", docs);

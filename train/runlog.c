@@ -119,6 +119,14 @@ void runlog_step(RunLog *r, long it, double loss, double lr, double gnorm, doubl
     }
 }
 
+void runlog_memory(RunLog *r, long it, const BackendMemStats *m) {
+    if (!r || !r->tb) return;
+    tb_scalar(r->tb, "mem-reserved-bytes", it, (double)m->reserved);
+    tb_scalar(r->tb, "mem-allocated-bytes", it, (double)m->allocated);
+    tb_scalar(r->tb, "mem-max-allocated-bytes", it, (double)m->peak);
+    tb_scalar(r->tb, "mem-allocated-count", it, (double)m->count);
+}
+
 static void timestamp(char *out, size_t n) {
     struct timeval tv;
     gettimeofday(&tv, NULL);

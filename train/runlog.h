@@ -12,6 +12,7 @@
 #pragma once
 #include <stdio.h>
 
+#include "../model/backend.h"
 #include "../model/config.h"
 #include "tensorboard.h"
 
@@ -22,6 +23,9 @@ typedef struct RunLog RunLog;
 RunLog *runlog_open(const Config *c, long it0, int world, int gpu, double flops_tok, double flops_tok_gdn);
 // Every iteration: the JSONL row and TensorBoard's per-iteration tags.
 void runlog_step(RunLog *r, long it, double loss, double lr, double grad_norm, double comm_ms); // comm_ms < 0: not logged
+// log_memory_to_tensorboard: Megatron's mem-* tags for this iteration, from the backend's allocation statistics
+// (reserved: the device's memory in use; allocated, max-allocated, count: the backend's buffers and scratch).
+void runlog_memory(RunLog *r, long it, const BackendMemStats *m);
 // At a log interval: the log line, the interval's JSONL row, iteration-time/throughput scalars, the report page.
 // ms: wall ms per iteration over the interval (checkpoint time excluded), loss_avg: mean over the interval.
 void runlog_interval(RunLog *r, long it, double ms, double loss_avg, double lr, double grad_norm);

@@ -223,6 +223,11 @@ int cmd_train(int argc, char **argv) {
         loss_acc += loss;
         n_acc++;
         runlog_step(rl, it, loss, lr, gnorm, W > 1 ? comm_ms : -1);
+        if (rl && c.log_memory_to_tensorboard) {
+            BackendMemStats mem;
+            be->mem_stats(&mem);
+            runlog_memory(rl, it, &mem);
+        }
         it_done = it;
         if (lead && (it == it0 + 1 || it % c.log_interval == 0 || it == c.train_iters)) {
             be->sync();
