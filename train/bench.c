@@ -49,7 +49,9 @@ int cmd_bench(int argc, char **argv) {
         printf("usage: gdn bench [--config FILE.yaml] [--key value ...] [--steps N] [--warmup W] [--profile]\n"
                "Times N training steps (after W warm-up steps) of the config's model at micro_batch_size x\n"
                "seq_length on random tokens (one micro-batch per step) and prints ms/step, tokens/s, TFLOP/s, MFU,\n"
-               "memory, and the backend's GEMM rate on the gate|up and lm head shapes with the step's share of it.\n"
+               "memory (the device's in use, and the peak the backend's buffers and scratch held: PyTorch's\n"
+           "max_memory_allocated, what FLA's harness reports), and the backend's GEMM rate on the gate|up and lm\n"
+           "head shapes with the step's share of it.\n"
                "--profile: also times every backend op of those steps (CUDA events on the stream, wall clock on\n"
                "the CPU) and prints them by op, GEMMs by weight shape, against the step time.\n");
         return 0;
