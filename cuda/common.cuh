@@ -80,13 +80,14 @@ template <typename... KArgs>
 static inline bool cu_launch_prepare(const char *name, void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem) {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return false; // nothing to do (empty shapes)
     cu_check_launch(name, grid, block, smem);
-    if (smem > 48 * 1024) {
-        // Opt in to more than 48 KB of dynamic shared memory (remembered per kernel).
-        static const void *seen[64];
-        static size_t seen_bytes[64];
+    if (smem > 0) {
+        // Opt in to this much dynamic shared memory (remembered per kernel): by default a kernel gets at most 48 KB
+        // less its static shared memory, so static + dynamic past 48 KB needs it even when smem alone does not
+        static const void *seen[256];
+        static size_t seen_bytes[256];
         const void *key = (const void *)kern;
         int slot = -1;
-        for (int i = 0; i < 64; i++)
+        for (int i = 0; i < 256; i++)
             if (seen[i] == key || !seen[i]) {
                 slot = i;
                 break;

@@ -34,18 +34,18 @@ enum { GD_COLS = 32, GD_ROWS = 8, GD_MAX_DK = 128, GD_MAX_R = GD_MAX_DK / GD_ROW
 // the OP form: partials of at most GD_OP_PARTIALS floats (B x parts x N), B <= GD_OP_MAX_B (the GEMVs' rows: past
 // them the projection is a cuBLASLt GEMM and the mixer has enough blocks), W_o's slice in at most GD_OP_SMEM bytes
 // of shared memory per block
-enum { GD_OP_PARTIALS = 1 << 16, GD_OP_MAX_B = 4, GD_OP_SMEM = 160 * 1024 };
+enum { GD_OP_PARTIALS = 1 << 16, GD_OP_MAX_B = 4, GD_OP_SMEM = 160 * 1024, GD_OP_MAX_PARTS = 16 };
 
 // Arrivals per group (b, i) of a split launch; the last part resets its entry to 0 for the next launch (one
 // stream: launches of this kernel never overlap).
 // The OP form's partials and per-sequence arrivals (reset by the last part, as above).
 #ifdef GDN_EMU
 static int g_gd_arrive[GD_MAX_GROUPS];
-static float g_gd_opart[GD_OP_PARTIALS];
+alignas(16) static float g_gd_opart[GD_OP_PARTIALS];
 static int g_gd_oarrive[GD_OP_MAX_B];
 #else
 __device__ int g_gd_arrive[GD_MAX_GROUPS];
-__device__ float g_gd_opart[GD_OP_PARTIALS];
+__device__ __align__(16) float g_gd_opart[GD_OP_PARTIALS];
 __device__ int g_gd_oarrive[GD_OP_MAX_B];
 #endif
 
@@ -57,7 +57,7 @@ template <typename T> __device__ __forceinline__ float gd_load_l2(const T *p) { 
     return to_f(__ldcg(p));
 #endif
 }
-__device__ __forceinline__ float gd_load_l2(const float *p) {
+__device__ __forceinline__ float4 gd_load_l2(const float4 *p) {
 #ifdef GDN_EMU
     return *p;
 #else
@@ -325,12 +325,22 @@ __global__ void __launch_bounds__(GD_COLS *GD_ROWS) gdn_decode_kernel(GdArgs a) 
         }
         __syncthreads();
         if (!last_o) return;
-        const float *pb = g_gd_opart + (size_t)b * nparts * a.N;
+        // 4 outputs a thread, every part's 16 bytes of them loaded at once (one L2 round trip, not nparts), then
+        // added in part order (N % 4 == 0, nparts <= GD_OP_MAX_PARTS)
+        const float4 *pb = reinterpret_cast<const float4 *>(g_gd_opart + (size_t)b * nparts * a.N);
         T *ob = (T *)a.out + (size_t)b * a.ldout;
-        for (int n = tid; n < a.N; n += nthr) {
-            float acc = 0.0f;
-            for (int q = 0; q < nparts; q++) acc += gd_load_l2(pb + (size_t)q * a.N + n);
-            ob[n] = from_f<T>(acc);
+        const int N4 = a.N / 4;
+        for (int n4 = tid; n4 < N4; n4 += nthr) {
+            float4 v[GD_OP_MAX_PARTS];
+#pragma unroll
+            for (int q = 0; q < GD_OP_MAX_PARTS; q++)
+                if (q < nparts) v[q] = gd_load_l2(pb + (size_t)q * N4 + n4);
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int q = 0; q < GD_OP_MAX_PARTS; q++)
+                if (q < nparts) acc[0] += v[q].x, acc[1] += v[q].y, acc[2] += v[q].z, acc[3] += v[q].w;
+#pragma unroll
+            for (int u = 0; u < 4; u++) ob[4 * n4 + u] = from_f<T>(acc[u]);
         }
     }
 }
@@ -367,17 +377,23 @@ static void gd_unfused(void *y, int ldy, const void *P, int ldp, const float *co
     cu_scratch_free(C);
 }
 
-// The OP form's launch, where its conditions hold: one part per v head (dv a multiple of 32), W_o's 16-byte rows and
-// its slice within GD_OP_SMEM, B <= GD_OP_MAX_B, the partials within GD_OP_PARTIALS, and not turned off
-// (GDN_DECODE_OPROJ=0: A/B runs). Returns false when the caller is to run the projection after the mixer.
+// The OP form's launch, where its conditions hold: one part per v head (dv a multiple of 32, HV <= GD_OP_MAX_PARTS),
+// W_o's 16-byte rows and its slice within GD_OP_SMEM, N % 4 == 0, the partials within GD_OP_PARTIALS, and B <= the
+// largest batch it is on for: GDN_DECODE_OPROJ (0 = off; default 1, where the GEMVs run the other projections;
+// at most GD_OP_MAX_B). Returns false when the caller is to run the projection after the mixer.
 template <typename T> static bool gd_launch_op(GdArgs a, int B, const DecodeOutProj *op) {
-    const char *env = getenv("GDN_DECODE_OPROJ");
-    if (env && !strcmp(env, "0")) return false;
+    static int max_b = -1;
+    if (max_b < 0) {
+        const char *env = getenv("GDN_DECODE_OPROJ");
+        max_b = env && *env ? atoi(env) : 1;
+        max_b = max_b < 0 ? 0 : max_b > GD_OP_MAX_B ? GD_OP_MAX_B : max_b;
+    }
+    if (B > max_b) return false;
     const int VW = 16 / (int)sizeof(T), G = a.HV / a.H, Vd = a.HV * a.dv;
     const size_t ldws = (size_t)a.dv + VW; // an odd number of 16-byte units when dv / VW is even
     const size_t smem = (size_t)op->N * ldws * sizeof(T);
-    if (a.dv % GD_COLS || Vd % VW || !cu_aligned16(op->W) || smem > GD_OP_SMEM || B > GD_OP_MAX_B ||
-        (size_t)B * a.HV * op->N > GD_OP_PARTIALS)
+    if (a.dv % GD_COLS || Vd % VW || !cu_aligned16(op->W) || smem > GD_OP_SMEM || a.HV > GD_OP_MAX_PARTS ||
+        op->N % 4 || (size_t)B * a.HV * op->N > GD_OP_PARTIALS)
         return false;
     a.parts = G, a.W = a.dv;
     a.out = op->out, a.Wo = op->W, a.ldout = op->ldout, a.N = op->N, a.ldws = (int)ldws;

@@ -327,14 +327,15 @@ template <typename T, int MT, bool LM = false> static void gemv_launch_mt(const 
     else gemv_launch_v<T, MT, false, LM>(a);
 }
 
-// Whether the GEMV takes this shape: few rows (GDN_GEMV_MAX_M, 1..GEMV_MAX_M, lowers the bound: on an H100 the
-// 300M decoded batch 4 through the GEMV at 1.334 ms/step against 0.649 for batch 16 through cuBLASLt, so the
-// crossover wants measuring), and their staged inputs fit in shared memory (at least 2 rows).
+// Whether the GEMV takes this shape: one row by default (GDN_GEMV_MAX_M, 1..GEMV_MAX_M: the multi-row tiles stay for
+// A/B runs and their op cases), and the staged inputs fit in shared memory (at least 2 rows). Measured (H100, the
+// 300M decoding, session 12): batch 2 0.872 ms/step through the GEMVs against 0.731 through cuBLASLt, batch 4 1.345
+// against 0.685; at batch 1 the GEMVs win (~0.49 against cuBLASLt's ~0.6 in session 6).
 static bool gemv_fits(int M, int K) {
     static int max_m = -1;
     if (max_m < 0) {
         const char *e = getenv("GDN_GEMV_MAX_M");
-        max_m = e && atoi(e) >= 1 && atoi(e) <= GEMV_MAX_M ? atoi(e) : GEMV_MAX_M;
+        max_m = e && atoi(e) >= 1 && atoi(e) <= GEMV_MAX_M ? atoi(e) : 1;
     }
     return M >= 1 && M <= max_m && (size_t)2 * K * sizeof(float) <= GEMV_SMEM;
 }

@@ -99,15 +99,15 @@ if has decode; then # recurrent decoding speed of the 300M, and greedy CPU == CU
   # the lm head as cuBLASLt's GEMM + norm and argmax kernels (GDN_GEMV_LMHEAD=0) instead of one GEMV: what it buys
   GDN_GEMV_LMHEAD=0 stage decode_lmhead0_b1 ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" \
       --prompt "The capital of France is" --max-new-tokens 300 --greedy --batch 1 --device cuda --quiet
-  # batch 2 and 4 through the GEMVs (the default, up to 4 rows), through cuBLASLt (GDN_GEMV_MAX_M=1), and through
-  # the GEMVs at 2 blocks per SM (their 2- and 4-row tiles hold 72-102 registers a thread: 2-3 blocks fit per SM,
-  # so the default grid of 4 per SM runs in two waves)
+  # batch 2 and 4 through cuBLASLt (the default since session 12), through the GEMVs' 2- and 4-row tiles
+  # (GDN_GEMV_MAX_M=4), and through those at 2 blocks per SM (they hold 72-102 registers a thread: 2-3 blocks fit
+  # per SM, so the default grid of 4 per SM runs in two waves)
   for b in 2 4; do
     stage decode_b$b ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" --prompt "The capital of France is" \
         --max-new-tokens 300 --greedy --batch $b --device cuda --quiet
-    GDN_GEMV_MAX_M=1 stage decode_cublas_b$b ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" \
+    GDN_GEMV_MAX_M=4 stage decode_gemv_b$b ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" \
         --prompt "The capital of France is" --max-new-tokens 300 --greedy --batch $b --device cuda --quiet
-    GDN_GEMV_PER_SM=2 stage decode_2persm_b$b ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" \
+    GDN_GEMV_MAX_M=4 GDN_GEMV_PER_SM=2 stage decode_2persm_b$b ./gdn generate --load "$W/ckpt_init" --tokenizer "$TOK" \
         --prompt "The capital of France is" --max-new-tokens 300 --greedy --batch $b --device cuda --quiet
   done
   # the token read after every step (GDN_DECODE_GROUP=1) instead of 16 steps queued as one graph: what queuing buys
@@ -168,7 +168,7 @@ echo; echo "==================== summary ===================="
 printf "%-20s %s\n" stage result
 for k in build ops ops_bench model bench300m bench300m_lowmem bench300m_profile bench1b fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train \
          gdn_train_parity compare_fla train_short to_hf fla_logits_ours gdn_logits_ours compare_roundtrip decode_b1 decode_b16 decode_b64 \
-         decode_nograph_b1 decode_nograph_b16 decode_nopdl_b1 decode_lmhead0_b1 decode_b2 decode_cublas_b2 decode_2persm_b2 decode_b4 decode_cublas_b4 decode_2persm_b4 decode_group1_b1 fla_decode_b1 fla_decode_b16 fla_decode_b64 eval_arc_bs32 eval_arc_bsauto \
+         decode_nograph_b1 decode_nograph_b16 decode_nopdl_b1 decode_lmhead0_b1 decode_b2 decode_gemv_b2 decode_2persm_b2 decode_b4 decode_gemv_b4 decode_2persm_b4 decode_group1_b1 fla_decode_b1 fla_decode_b16 fla_decode_b64 eval_arc_bs32 eval_arc_bsauto \
          dp_w1 dp_w2 dp_compare dist \
          greedy_cpu_fp32 greedy_cuda_fp32 greedy_cuda_bf16 greedy_cuda_bf16_group1 greedy_same greedy_groups_same train300m; do
   [ -n "${RESULT[$k]:-}" ] && printf "%-20s %s\n" "$k" "${RESULT[$k]}"
@@ -182,8 +182,8 @@ for b in 1 16 64; do grep -h "^generate:" "$OUT/decode_b$b.log" 2>/dev/null | se
 for b in 1 16; do grep -h "^generate:" "$OUT/decode_nograph_b$b.log" 2>/dev/null | sed "s/^/no graph, batch $b: /"; done
 grep -h "^generate:" "$OUT/decode_nopdl_b1.log" 2>/dev/null | sed "s/^/no PDL, batch 1: /"
 grep -h "^generate:" "$OUT/decode_lmhead0_b1.log" 2>/dev/null | sed "s/^/lm head unfused (cuBLASLt), batch 1: /"
-for b in 2 4; do grep -h "^generate:" "$OUT/decode_b$b.log" 2>/dev/null | sed "s/^/GEMV, batch $b: /"
-  grep -h "^generate:" "$OUT/decode_cublas_b$b.log" 2>/dev/null | sed "s/^/cuBLASLt (GDN_GEMV_MAX_M=1), batch $b: /"
+for b in 2 4; do grep -h "^generate:" "$OUT/decode_b$b.log" 2>/dev/null | sed "s/^/cuBLASLt (the default), batch $b: /"
+  grep -h "^generate:" "$OUT/decode_gemv_b$b.log" 2>/dev/null | sed "s/^/GEMV tiles (GDN_GEMV_MAX_M=4), batch $b: /"
   grep -h "^generate:" "$OUT/decode_2persm_b$b.log" 2>/dev/null | sed "s/^/GEMV at 2 blocks per SM, batch $b: /"; done
 grep -h "^generate:" "$OUT/decode_group1_b1.log" 2>/dev/null | sed "s/^/a read after every step, batch 1: /"
 grep -h "fla_decode_batch" "$OUT"/fla_decode_b*.log 2>/dev/null

@@ -752,6 +752,10 @@ int main(int argc, char **argv) {
     if (child) return bad_id_child(atoi(child));
     const int quick = arg_flag(argc, argv, "--quick");
     const char *only = arg_get(argc, argv, "--only");
+    // the decode forms past their default batch (GEMV tiles of 2 and 4 rows, the mixer's output projection at B <= 4)
+    // stay covered: they are what GDN_GEMV_MAX_M and GDN_DECODE_OPROJ turn on
+    setenv("GDN_GEMV_MAX_M", "4", 0);
+    setenv("GDN_DECODE_OPROJ", "4", 0);
     const Backend *cpu = backend_cpu();
     const Backend *g32 = gpu_backend(0);
     const Backend *g16 = g32 ? gpu_backend(1) : NULL;
