@@ -23,7 +23,8 @@
 // itself and multiplies it into its columns of W_o [N, Vd] (fetched into shared memory before the wait: weights),
 // giving a partial [N] per part; the sequence's last part to arrive adds the partials in part order into out
 // (one rounding, as the GEMV). One kernel boundary less per block and decode step; a deterministic order, not the
-// GEMV's (bits may differ from the unfused ops within a rounding).
+// GEMV's (bits may differ from the unfused ops within a rounding). Opt-in (GDN_DECODE_OPROJ): measured slower than
+// the mixer and the o_proj GEMV apart (gd_launch_op says why).
 #include <stdlib.h>
 #include <string.h>
 
@@ -379,13 +380,16 @@ static void gd_unfused(void *y, int ldy, const void *P, int ldp, const float *co
 
 // The OP form's launch, where its conditions hold: one part per v head (dv a multiple of 32, HV <= GD_OP_MAX_PARTS),
 // W_o's 16-byte rows and its slice within GD_OP_SMEM, N % 4 == 0, the partials within GD_OP_PARTIALS, and B <= the
-// largest batch it is on for: GDN_DECODE_OPROJ (0 = off; default 1, where the GEMVs run the other projections;
-// at most GD_OP_MAX_B). Returns false when the caller is to run the projection after the mixer.
+// largest batch it is on for: GDN_DECODE_OPROJ (default 0 = off; at most GD_OP_MAX_B). Off by default because it
+// measured slower (H100, 300M, batch 1: 0.563 ms/step against 0.488 unfused; ncu: the fused kernel 22.4 us against
+// the mixer's 12.4 + the o_proj GEMV's 4.9): the 8 parts read all of W_o (1 MB, 147 KB a multiprocessor), where the
+// GEMV spreads it over every multiprocessor. notes/PERF.md (session 12) has the form that would spread it.
+// Returns false when the caller is to run the projection after the mixer.
 template <typename T> static bool gd_launch_op(GdArgs a, int B, const DecodeOutProj *op) {
     static int max_b = -1;
     if (max_b < 0) {
         const char *env = getenv("GDN_DECODE_OPROJ");
-        max_b = env && *env ? atoi(env) : 1;
+        max_b = env && *env ? atoi(env) : 0;
         max_b = max_b < 0 ? 0 : max_b > GD_OP_MAX_B ? GD_OP_MAX_B : max_b;
     }
     if (B > max_b) return false;

@@ -190,8 +190,8 @@ typedef struct Backend {
     // roundings of the conv output, q, k and o). ids (nullable, backend memory [B]): where ids[b] == eod both
     // states of b are written as zeros, so the next token starts a document (reset_state_at_eod).
     // oproj (nullable, host memory): the block's output projection after it, out[B, ldout] (N columns, act) =
-    // y . W[N, HV*dv]^T as matmul_fwd (y is written too); CUDA runs it inside the mixer's kernel at small B (one
-    // kernel boundary less per decode step; the sums in another order than the GEMV's).
+    // y . W[N, HV*dv]^T as matmul_fwd (y is written too); CUDA can run it inside the mixer's kernel at small B
+    // (GDN_DECODE_OPROJ; the sums in another order than the GEMV's), by default as matmul_fwd after it.
     void (*gdn_decode_fwd)(void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state, float *S,
                            const float *A_log, const float *dt_bias, const float *norm_w, const int32_t *ids,
                            int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps,
