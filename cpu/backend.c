@@ -38,7 +38,6 @@ void cpu_free(void *p) {
     __atomic_sub_fetch(&cpu_buffers, 1, __ATOMIC_RELAXED);
     free(p);
 }
-static size_t cpu_mem_used(void) { return __atomic_load_n(&cpu_bytes_in_use, __ATOMIC_RELAXED); }
 static void cpu_mem_stats(BackendMemStats *s) {
     s->reserved = s->allocated = __atomic_load_n(&cpu_bytes_in_use, __ATOMIC_RELAXED);
     s->peak = __atomic_load_n(&cpu_bytes_peak, __ATOMIC_RELAXED);
@@ -99,7 +98,6 @@ static const Backend cpu_backend = {
     .memcpy_d2d = cpu_memcpy,
     .memset0 = cpu_memset0,
     .sync = cpu_sync,
-    .mem_used = cpu_mem_used,
     .mem_stats = cpu_mem_stats,
     .time_ms = cpu_time_ms,
     .mark = cpu_mark,

@@ -129,12 +129,12 @@ void cpu_token_ring_push(int32_t *ring, int32_t *count, const int32_t *tok, int 
 // ---- ops fused for decoding (cpu/decode_fused.c): the ops they stand for, in sequence
 void cpu_gdn_decode_fwd(void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state, float *S,
                         const float *A_log, const float *dt_bias, const float *norm_w, const int32_t *ids,
-                        int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps, const DecodeOutProj *oproj);
+                        int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps);
 // the same with the token-by-token delta rule (backend_cpu_recurrent's table)
 void cpu_gdn_decode_recurrent_fwd(void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state,
                                   float *S, const float *A_log, const float *dt_bias, const float *norm_w,
                                   const int32_t *ids, int32_t eod, int B, int H, int HV, int dk, int dv, int K,
-                                  float eps, const DecodeOutProj *oproj);
+                                  float eps);
 void cpu_rmsnorm_matmul_fwd(void *y, int ldy, void *s_out, const void *x, const void *resid, const float *nw,
                             const void *W, int M, int N, int K, float eps);
 void cpu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W, int M, int N, int K);

@@ -12,8 +12,7 @@ typedef void (*DeltaFwd)(const DeltaRuleArgs *a, void *o, int ldo, float *state)
 
 static void gdn_decode(DeltaFwd delta, void *y, int ldy, const void *P, int ldp, const float *conv_w,
                        float *conv_state, float *S, const float *A_log, const float *dt_bias, const float *norm_w,
-                       const int32_t *ids, int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps,
-                       const DecodeOutProj *op) {
+                       const int32_t *ids, int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps) {
     CPU_REQUIRE(y && P && conv_w && conv_state && S && A_log && dt_bias && norm_w, "gdn_decode_fwd",
                 "NULL pointer (y, P, conv_w, conv_state, S, A_log, dt_bias, norm_w)");
     cpu_delta_check_dims("gdn_decode_fwd", B, 1, H, HV, dk, dv);
@@ -39,25 +38,20 @@ static void gdn_decode(DeltaFwd delta, void *y, int ldy, const void *P, int ldp,
             memset(S + (size_t)b * HV * dk * dv, 0, (size_t)HV * dk * dv * sizeof(float));
         }
     free(C), free(QK), free(qk_rstd), free(beta), free(gamma), free(o), free(o_rstd);
-    if (op) { // the output projection after it, as the unfused graph runs it
-        CPU_REQUIRE(op->out && op->W && op->N > 0 && op->ldout >= op->N, "gdn_decode_fwd",
-                    "bad output projection (out, W, N=%d, ldout=%d)", op->N, op->ldout);
-        cpu_matmul_fwd(op->out, op->ldout, y, ldy, op->W, B, op->N, Vd, 0);
-    }
 }
 
 void cpu_gdn_decode_fwd(void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state, float *S,
                         const float *A_log, const float *dt_bias, const float *norm_w, const int32_t *ids,
-                        int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps, const DecodeOutProj *op) {
+                        int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps) {
     gdn_decode(cpu_delta_rule_fwd, y, ldy, P, ldp, conv_w, conv_state, S, A_log, dt_bias, norm_w, ids, eod, B, H, HV,
-               dk, dv, K, eps, op);
+               dk, dv, K, eps);
 }
 void cpu_gdn_decode_recurrent_fwd(void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state,
                                   float *S, const float *A_log, const float *dt_bias, const float *norm_w,
                                   const int32_t *ids, int32_t eod, int B, int H, int HV, int dk, int dv, int K,
-                                  float eps, const DecodeOutProj *op) {
+                                  float eps) {
     gdn_decode(cpu_delta_rule_recurrent_fwd, y, ldy, P, ldp, conv_w, conv_state, S, A_log, dt_bias, norm_w, ids, eod,
-               B, H, HV, dk, dv, K, eps, op);
+               B, H, HV, dk, dv, K, eps);
 }
 
 void cpu_rmsnorm_matmul_fwd(void *y, int ldy, void *s_out, const void *x, const void *resid, const float *nw,

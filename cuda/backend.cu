@@ -82,23 +82,22 @@ struct LiveBuf {
 static LiveBuf *g_live;
 static size_t g_live_cap, g_live_count, g_bytes_now, g_bytes_peak;
 static size_t live_slot(const void *p) { return ((uintptr_t)p >> 8) * 0x9E3779B97F4A7C15ull >> 20 & (g_live_cap - 1); }
+static void live_put(void *p, size_t n) { // into the first free slot of p's probe run (the table has room)
+    size_t i = live_slot(p);
+    while (g_live[i].p) i = (i + 1) & (g_live_cap - 1);
+    g_live[i].p = p, g_live[i].n = n;
+}
 static void live_add(void *p, size_t n) {
     if (2 * (g_live_count + 1) > g_live_cap) { // grow (rehash) at half full
         LiveBuf *old = g_live;
         const size_t old_cap = g_live_cap;
         g_live_cap = old_cap ? 2 * old_cap : 256;
         g_live = (LiveBuf *)xcalloc(g_live_cap, sizeof *g_live);
-        g_live_count = 0;
-        g_bytes_now = 0;
-        const size_t peak = g_bytes_peak;
         for (size_t i = 0; i < old_cap; i++)
-            if (old[i].p) live_add(old[i].p, old[i].n);
-        g_bytes_peak = peak;
+            if (old[i].p) live_put(old[i].p, old[i].n);
         free(old);
     }
-    size_t i = live_slot(p);
-    while (g_live[i].p) i = (i + 1) & (g_live_cap - 1);
-    g_live[i].p = p, g_live[i].n = n;
+    live_put(p, n);
     g_live_count++;
     g_bytes_now += n;
     if (g_bytes_now > g_bytes_peak) g_bytes_peak = g_bytes_now;
@@ -354,15 +353,10 @@ static double cu_mark_ms(int a, int b) {
 }
 #endif
 
-// Device memory in use now (allocations, the stream-ordered pool and the context), for `gdn bench`.
-static size_t cu_mem_used(void) {
-    size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
-    return total_b - free_b;
-}
-
+// reserved: device memory in use now (allocations, the stream-ordered pool and the context); the rest counted above
 static void cu_mem_stats(BackendMemStats *s) {
-    s->reserved = cu_mem_used();
+    size_t free_b = 0, total_b = 0;
+    s->reserved = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess ? total_b - free_b : 0;
     s->allocated = g_bytes_now, s->peak = g_bytes_peak, s->count = g_live_count;
 }
 
@@ -379,7 +373,6 @@ static void fill_table(Backend *b, int use_bf16) {
     b->memcpy_d2d = cu_memcpy_d2d;
     b->memset0 = cu_memset0;
     b->sync = cu_sync;
-    b->mem_used = cu_mem_used;
     b->mem_stats = cu_mem_stats;
     b->time_ms = cu_time_ms;
     b->mark = cu_mark;

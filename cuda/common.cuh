@@ -140,30 +140,6 @@ __device__ __forceinline__ void cu_prefetch_l2(const void *p) {
 #endif
 }
 
-// cp.async: 16 bytes global -> shared, grouped by commit, retired by wait_group<N> (all but the newest N
-// groups complete). A barrier must follow the wait before other threads read the data.
-__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-#ifdef GDN_EMU
-    emu::cp_async(dst, src, 16);
-#else
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#ifdef GDN_EMU
-    emu::cp_async_commit();
-#else
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-#ifdef GDN_EMU
-    emu::cp_async_wait(N);
-#else
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
 // cu_launch with the Programmatic Dependent Launch attribute (when g_cu.pdl; the kernel follows the rules above).
 template <typename... KArgs, typename... Args>
 static inline void cu_launch_pdl(const char *name, void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem,

@@ -93,14 +93,14 @@ __device__ __forceinline__ void load_tile(float *dst, int lds, const S *src, siz
     }
 }
 
-// Gs[r] = Gc at row r of the chunk, rows past Lc padded with G_last (so every exp of a difference of two
-// entries stays finite; padded rows are masked anyway). Threads < 64 write.
 // The tensor-core kernels keep the chunk's cumulative gates G in log2 scale (G log2 e, as FLA's chunk_local_cumsum
 // with scale = 1/ln 2), so e^{G_i - G_j} = 2^{G2_i - G2_j}: one ex2.approx instead of expf's ~8 instructions (range
 // reduction and fix-ups), the form FLA's Triton kernels take (exp2). Within ~2 ulp of expf; the CUDA-core kernels
 // (fp32 mode) keep natural-scale G and expf.
 static constexpr float DR_LOG2E = 1.4426950408889634f;
 __device__ __forceinline__ float dr_exp2(float g2) { return exp2f(g2); }
+// Gs[r] = Gc at row r of the chunk, rows past Lc padded with G_last (so every exp of a difference of two
+// entries stays finite; padded rows are masked anyway). Threads < 64 write.
 __device__ __forceinline__ void load_G(float *Gs, const DrArgs &a, size_t hr0, int Lc) {
     if (threadIdx.x < DR_C) Gs[threadIdx.x] = a.Gc[hr0 + min((int)threadIdx.x, Lc - 1)];
 }
@@ -272,6 +272,30 @@ __device__ __forceinline__ float quad_sum(float v) {
     return v;
 }
 
+// cp.async: 16 bytes global -> shared, grouped by commit, retired by wait_group<N> (all but the newest N
+// groups complete). A barrier must follow the wait before other threads read the data.
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+#ifdef GDN_EMU
+    emu::cp_async(dst, src, 16);
+#else
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#ifdef GDN_EMU
+    emu::cp_async_commit();
+#else
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+#ifdef GDN_EMU
+    emu::cp_async_wait(N);
+#else
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
 // Double buffering: waits for the current tile's copies; when the next tile's group is already in flight
 // (committed after it), that one may stay pending.
 __device__ __forceinline__ void cp_async_wait_current(bool next_in_flight) {

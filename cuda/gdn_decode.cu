@@ -19,35 +19,17 @@
 // Act roundings as the unfused graph stores them: the conv output, the L2-normed q and k, and o (rnd<T>).
 // Shapes past this kernel's limits (dk > 128, G*dv > 1024, G > 32, K > 16, B > 65535) run the ops it stands for
 // one by one (the CPU twin's sequence), so decoding takes every shape training takes.
-// The output projection (oproj, the OP form; small B): each part is one v head, so it runs that head's gated RMSNorm
-// itself and multiplies it into its columns of W_o [N, Vd] (fetched into shared memory before the wait: weights),
-// giving a partial [N] per part; the sequence's last part to arrive adds the partials in part order into out
-// (one rounding, as the GEMV). One kernel boundary less per block and decode step; a deterministic order, not the
-// GEMV's (bits may differ from the unfused ops within a rounding). Opt-in (GDN_DECODE_OPROJ): measured slower than
-// the mixer and the o_proj GEMV apart (gd_launch_op says why).
-#include <stdlib.h>
-#include <string.h>
-
 #include "cuda/common.cuh"
 
 enum { GD_COLS = 32, GD_ROWS = 8, GD_MAX_DK = 128, GD_MAX_R = GD_MAX_DK / GD_ROWS, GD_MAX_E = 1024, GD_MAX_G = 32,
        GD_KMAX = 16, GD_MAX_GROUPS = 1024 };
-// the OP form: partials of at most GD_OP_PARTIALS floats (B x parts x N), B <= GD_OP_MAX_B (the GEMVs' rows: past
-// them the projection is a cuBLASLt GEMM and the mixer has enough blocks), W_o's slice in at most GD_OP_SMEM bytes
-// of shared memory per block
-enum { GD_OP_PARTIALS = 1 << 16, GD_OP_MAX_B = 4, GD_OP_SMEM = 160 * 1024, GD_OP_MAX_PARTS = 16 };
 
 // Arrivals per group (b, i) of a split launch; the last part resets its entry to 0 for the next launch (one
 // stream: launches of this kernel never overlap).
-// The OP form's partials and per-sequence arrivals (reset by the last part, as above).
 #ifdef GDN_EMU
 static int g_gd_arrive[GD_MAX_GROUPS];
-alignas(16) static float g_gd_opart[GD_OP_PARTIALS];
-static int g_gd_oarrive[GD_OP_MAX_B];
 #else
 __device__ int g_gd_arrive[GD_MAX_GROUPS];
-__device__ __align__(16) float g_gd_opart[GD_OP_PARTIALS];
-__device__ int g_gd_oarrive[GD_OP_MAX_B];
 #endif
 
 __device__ __forceinline__ float gd_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
@@ -56,13 +38,6 @@ template <typename T> __device__ __forceinline__ float gd_load_l2(const T *p) { 
     return to_f(*p);
 #else
     return to_f(__ldcg(p));
-#endif
-}
-__device__ __forceinline__ float4 gd_load_l2(const float4 *p) {
-#ifdef GDN_EMU
-    return *p;
-#else
-    return __ldcg(p);
 #endif
 }
 
@@ -75,29 +50,21 @@ struct GdArgs {
     int32_t eod;
     int ldy, ldp, H, HV, dk, dv, K, parts, W; // W: a part's columns (a multiple of 32 * NC), parts * W >= E
     float eps, scale;
-    // the OP form: out [B, ldout] = y . Wo[N, HV*dv]^T; W_o's slice in shared memory with row stride ldws elements
-    void *out;
-    const void *Wo;
-    int ldout, N, ldws;
 };
 
-// SPLIT: launched with parts > 1 (NC = 1; the OP form, whose parts are whole v heads: NC = 2 where dv % 64 == 0, so
-// a 64-wide head is one slice)
-template <typename T, int NC, bool SPLIT, bool OP>
-__global__ void __launch_bounds__(GD_COLS *GD_ROWS) gdn_decode_kernel(GdArgs a) {
+template <typename T, int NC> __global__ void __launch_bounds__(GD_COLS *GD_ROWS) gdn_decode_kernel(GdArgs a) {
     enum { SLICE = GD_COLS * NC };
-    static_assert(!OP || SPLIT, "the OP form is a split launch");
     const int x = threadIdx.x, y = threadIdx.y, tid = y * GD_COLS + x, nthr = GD_COLS * GD_ROWS;
     const int i = blockIdx.x / a.parts, part = blockIdx.x - i * a.parts, b = blockIdx.y;
     const int G = a.HV / a.H, E = G * a.dv, dk = a.dk;
-    constexpr bool split = SPLIT;
+    constexpr bool split = NC == 1; // launched with parts > 1
     const int c0 = part * a.W, Wp = min(a.W, E - c0); // this part's columns c0 .. c0+Wp-1 of the group's E
     const int Kd = a.H * dk, Vd = a.HV * a.dv, Dc = 2 * Kd + Vd, H1 = a.K - 1;
     __shared__ float xc[2 * GD_MAX_DK + GD_MAX_E]; // conv outputs: q_i, k_i, the part's v
     __shared__ float qs[GD_MAX_DK], ks[GD_MAX_DK], red[GD_ROWS][SLICE], os[GD_MAX_E];
     __shared__ float alpha_s[GD_MAX_G], beta_s[GD_MAX_G];
-    __shared__ float qk_new[SPLIT ? 2 * GD_MAX_DK * (GD_KMAX - 1) : 1]; // split: q_i, k_i's next conv state
-    __shared__ int last_s, last_o;
+    __shared__ float qk_new[NC == 1 ? 2 * GD_MAX_DK * (GD_KMAX - 1) : 1]; // split: q_i, k_i's next conv state
+    __shared__ int last_s;
     const T *P = (const T *)a.P + (size_t)b * a.ldp;
     // the conv channel of the part's channel cl: q_i, k_i, then the part's v columns
     auto chan = [&](int cl) {
@@ -109,19 +76,7 @@ __global__ void __launch_bounds__(GD_COLS *GD_ROWS) gdn_decode_kernel(GdArgs a) 
     // state and S, which only this layer's mixer writes (the previous step's, complete). Split launches (small B)
     // take the thread's first conv channel and the part's first slice of S into registers here.
     cu_pdl_trigger();
-    constexpr int VW = 16 / (int)sizeof(T); // W_o elements per 16-byte copy
-    if constexpr (OP) { // the part's columns of W_o (rows of Wp values, row stride ldws) into shared memory
-        CU_DYN_SMEM(unsigned char, dyn);
-        T *ws = reinterpret_cast<T *>(dyn);
-        const T *wo = (const T *)a.Wo + (size_t)(i * E + c0);
-        const int per_row = Wp / VW;
-        for (int q = tid; q < a.N * per_row; q += nthr) {
-            const int n = q / per_row, v = q - n * per_row;
-            cp_async16(ws + (size_t)n * a.ldws + v * VW, wo + (size_t)n * a.HV * a.dv + v * VW);
-        }
-        cp_async_commit();
-    }
-    float win0[GD_KMAX], cw0[GD_KMAX], s0[NC][GD_MAX_R];
+    float win0[GD_KMAX], cw0[GD_KMAX], s0[GD_MAX_R];
     if (split && tid < 2 * dk + Wp) {
         const int c = chan(tid);
 #pragma unroll
@@ -131,15 +86,12 @@ __global__ void __launch_bounds__(GD_COLS *GD_ROWS) gdn_decode_kernel(GdArgs a) 
         }
     }
     if (split) {
+        const int e = c0 + x, jj = e / a.dv, ee = e - jj * a.dv;
+        const float *st = a.S + (((size_t)b * a.HV + i * G + jj) * dk) * a.dv + ee;
 #pragma unroll
-        for (int cc = 0; cc < NC; cc++) {
-            const int e = c0 + x + GD_COLS * cc, jj = e / a.dv, ee = e - jj * a.dv;
-            const float *st = a.S + (((size_t)b * a.HV + i * G + jj) * dk) * a.dv + ee;
-#pragma unroll
-            for (int r = 0; r < GD_MAX_R; r++) {
-                const int d = y + GD_ROWS * r;
-                s0[cc][r] = (e < c0 + Wp && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
-            }
+        for (int r = 0; r < GD_MAX_R; r++) {
+            const int d = y + GD_ROWS * r;
+            s0[r] = (e < c0 + Wp && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
         }
     }
     cu_pdl_wait();
@@ -201,8 +153,8 @@ __global__ void __launch_bounds__(GD_COLS *GD_ROWS) gdn_decode_kernel(GdArgs a) 
 #pragma unroll
             for (int r = 0; r < GD_MAX_R; r++) {
                 const int d = y + GD_ROWS * r;
-                // split: the part's first slice came in before the wait (same columns: e0 == c0)
-                s[cc][r] = split && e0 == c0 ? s0[cc][r] : (col && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
+                // split: the part's first slice came in before the wait (same columns: e0 == c0, NC == 1)
+                s[cc][r] = split && e0 == c0 ? s0[r] : (col && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
                 if (d < dk) {
                     s[cc][r] *= al;
                     part_ += s[cc][r] * ks[d];
@@ -246,7 +198,7 @@ __global__ void __launch_bounds__(GD_COLS *GD_ROWS) gdn_decode_kernel(GdArgs a) 
 #pragma unroll
                 for (int w = 0; w < GD_ROWS; w++) acc += red[w][x + GD_COLS * cc];
                 if (e < c0 + Wp) {
-                    if (split && !OP) yo[i * E + e] = from_f<T>(acc); // o, exactly rnd<T>(acc), for the last part
+                    if (split) yo[i * E + e] = from_f<T>(acc); // o, exactly rnd<T>(acc), for the last part
                     else os[e] = rnd<T>(acc);
                 }
             }
@@ -265,83 +217,27 @@ __global__ void __launch_bounds__(GD_COLS *GD_ROWS) gdn_decode_kernel(GdArgs a) 
             }
         }
         __syncthreads();
-        if (!last_s && !OP) return; // the OP form: every part goes on to its own head's norm and partial
-        if (last_s)
-            for (int cl = tid; cl < 2 * dk; cl += nthr) {
-                const int c = cl < dk ? i * dk + cl : Kd + i * dk + cl - dk;
-                float *st = a.conv_state + ((size_t)b * Dc + c) * H1;
-                for (int j = 0; j < H1; j++) st[j] = qk_new[cl * H1 + j];
-            }
+        if (!last_s) return;
+        for (int cl = tid; cl < 2 * dk; cl += nthr) {
+            const int c = cl < dk ? i * dk + cl : Kd + i * dk + cl - dk;
+            float *st = a.conv_state + ((size_t)b * Dc + c) * H1;
+            for (int j = 0; j < H1; j++) st[j] = qk_new[cl * H1 + j];
+        }
     }
-    // gated RMSNorm per v head (one warp per head): y = o * rstd * w * silu(z), z = the g columns (the OP form: the
-    // part's own head, whose o is in os; the value stored in y stays in os for the projection)
-    const int j_lo = OP ? c0 / a.dv : 0, j_hi = OP ? (c0 + Wp) / a.dv : G;
-    for (int jj = j_lo + y; jj < j_hi; jj += GD_ROWS) {
+    // gated RMSNorm per v head (one warp per head): y = o * rstd * w * silu(z), z = the g columns
+    for (int jj = y; jj < G; jj += GD_ROWS) {
         const int j = i * G + jj;
         T *yj = yo + (size_t)j * a.dv;
-        float *o = os + jj * a.dv;
+        const float *o = os + jj * a.dv;
         float ss = 0.0f;
         for (int e = x; e < a.dv; e += 32) {
-            const float v = split && !OP ? gd_load_l2(yj + e) : o[e];
+            const float v = split ? gd_load_l2(yj + e) : o[e];
             ss += v * v;
         }
         const float rs = 1.0f / sqrtf(warp_sum(ss) / (float)a.dv + a.eps);
         for (int e = x; e < a.dv; e += 32) {
-            const float z = to_f(P[2 * Kd + Vd + (size_t)j * a.dv + e]), v = split && !OP ? gd_load_l2(yj + e) : o[e];
-            const float out = rnd<T>(v * rs * a.norm_w[e] * (z * sigmoid_f(z)));
-            yj[e] = from_f<T>(out);
-            if (OP) o[e] = out;
-        }
-    }
-    if constexpr (OP) {
-        // partial[n] = sum over the part's columns e (in order) of W_o[n, e] . y[e]: a thread per row n, 16-byte
-        // reads of its row (the row stride is an odd number of 16-byte units: no bank conflicts)
-        cp_async_wait<0>();
-        __syncthreads(); // W_o's slice has landed; os holds the normed head
-        CU_DYN_SMEM(unsigned char, dyn);
-        const T *ws = reinterpret_cast<const T *>(dyn);
-        const float *yv = os + c0;
-        const int nparts = a.H * a.parts;
-        float *part = g_gd_opart + ((size_t)b * nparts + blockIdx.x) * a.N;
-        for (int n = tid; n < a.N; n += nthr) {
-            const T *row = ws + (size_t)n * a.ldws;
-            float acc = 0.0f;
-            for (int e = 0; e < Wp; e += VW) {
-                float w[VW];
-                load_vec<T, VW>(w, row + e);
-#pragma unroll
-                for (int u = 0; u < VW; u++) acc += w[u] * yv[e + u];
-            }
-            part[n] = acc;
-        }
-        __syncthreads(); // every partial of the block stored before one thread's release
-        if (tid == 0) {
-            int *cnt = g_gd_oarrive + b;
-            __threadfence();
-            last_o = atomicAdd(cnt, 1) == nparts - 1;
-            if (last_o) {
-                *cnt = 0;
-                __threadfence();
-            }
-        }
-        __syncthreads();
-        if (!last_o) return;
-        // 4 outputs a thread, every part's 16 bytes of them loaded at once (one L2 round trip, not nparts), then
-        // added in part order (N % 4 == 0, nparts <= GD_OP_MAX_PARTS)
-        const float4 *pb = reinterpret_cast<const float4 *>(g_gd_opart + (size_t)b * nparts * a.N);
-        T *ob = (T *)a.out + (size_t)b * a.ldout;
-        const int N4 = a.N / 4;
-        for (int n4 = tid; n4 < N4; n4 += nthr) {
-            float4 v[GD_OP_MAX_PARTS];
-#pragma unroll
-            for (int q = 0; q < GD_OP_MAX_PARTS; q++)
-                if (q < nparts) v[q] = gd_load_l2(pb + (size_t)q * N4 + n4);
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-            for (int q = 0; q < GD_OP_MAX_PARTS; q++)
-                if (q < nparts) acc[0] += v[q].x, acc[1] += v[q].y, acc[2] += v[q].z, acc[3] += v[q].w;
-#pragma unroll
-            for (int u = 0; u < 4; u++) ob[4 * n4 + u] = from_f<T>(acc[u]);
+            const float z = to_f(P[2 * Kd + Vd + (size_t)j * a.dv + e]), v = split ? gd_load_l2(yj + e) : o[e];
+            yj[e] = from_f<T>(v * rs * a.norm_w[e] * (z * sigmoid_f(z)));
         }
     }
 }
@@ -378,60 +274,21 @@ static void gd_unfused(void *y, int ldy, const void *P, int ldp, const float *co
     cu_scratch_free(C);
 }
 
-// The OP form's launch, where its conditions hold: one part per v head (dv a multiple of 32, HV <= GD_OP_MAX_PARTS),
-// W_o's 16-byte rows and its slice within GD_OP_SMEM, N % 4 == 0, the partials within GD_OP_PARTIALS, and B <= the
-// largest batch it is on for: GDN_DECODE_OPROJ (default 0 = off; at most GD_OP_MAX_B). Off by default because it
-// measured slower (H100, 300M, batch 1: 0.563 ms/step against 0.488 unfused; ncu: the fused kernel 22.4 us against
-// the mixer's 12.4 + the o_proj GEMV's 4.9): the 8 parts read all of W_o (1 MB, 147 KB a multiprocessor), where the
-// GEMV spreads it over every multiprocessor. notes/PERF.md (session 12) has the form that would spread it.
-// Returns false when the caller is to run the projection after the mixer.
-template <typename T> static bool gd_launch_op(GdArgs a, int B, const DecodeOutProj *op) {
-    static int max_b = -1;
-    if (max_b < 0) {
-        const char *env = getenv("GDN_DECODE_OPROJ");
-        max_b = env && *env ? atoi(env) : 0;
-        max_b = max_b < 0 ? 0 : max_b > GD_OP_MAX_B ? GD_OP_MAX_B : max_b;
-    }
-    if (B > max_b) return false;
-    const int VW = 16 / (int)sizeof(T), G = a.HV / a.H, Vd = a.HV * a.dv;
-    const size_t ldws = (size_t)a.dv + VW; // an odd number of 16-byte units when dv / VW is even
-    const size_t smem = (size_t)op->N * ldws * sizeof(T);
-    if (a.dv % GD_COLS || Vd % VW || !cu_aligned16(op->W) || smem > GD_OP_SMEM || a.HV > GD_OP_MAX_PARTS ||
-        op->N % 4 || (size_t)B * a.HV * op->N > GD_OP_PARTIALS)
-        return false;
-    a.parts = G, a.W = a.dv;
-    a.out = op->out, a.Wo = op->W, a.ldout = op->ldout, a.N = op->N, a.ldws = (int)ldws;
-    if (a.dv % (2 * GD_COLS) == 0) // a 64-wide head in one slice
-        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 2, true, true>, dim3((unsigned)(a.H * G), (unsigned)B),
-                      dim3(GD_COLS, GD_ROWS), smem, a);
-    else
-        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 1, true, true>, dim3((unsigned)(a.H * G), (unsigned)B),
-                      dim3(GD_COLS, GD_ROWS), smem, a);
-    return true;
-}
-
 template <typename T>
 static void cu_gdn_decode_fwd(void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state,
                               float *S, const float *A_log, const float *dt_bias, const float *norm_w,
                               const int32_t *ids, int32_t eod, int B, int H, int HV, int dk, int dv, int K,
-                              float eps, const DecodeOutProj *op) {
+                              float eps) {
     CU_REQUIRE(y && P && conv_w && conv_state && S && A_log && dt_bias && norm_w, "gdn_decode_fwd",
                "NULL pointer (y, P, conv_w, conv_state, S, A_log, dt_bias, norm_w)");
     CU_REQUIRE(B >= 0 && H > 0 && HV > 0 && HV % H == 0 && dk > 0 && dv > 0, "gdn_decode_fwd",
                "bad shape B=%d H=%d HV=%d dk=%d dv=%d", B, H, HV, dk, dv);
     CU_REQUIRE(ldp >= 2 * H * dk + 2 * HV * dv + 2 * HV && ldy >= HV * dv, "gdn_decode_fwd",
                "row strides ldp=%d ldy=%d too small", ldp, ldy);
-    CU_REQUIRE(!op || (op->out && op->W && op->N > 0 && op->ldout >= op->N), "gdn_decode_fwd",
-               "bad output projection (out, W, N, ldout)");
     if (B == 0) return;
-    // the projection after the mixer (the unfused ops' matmul_fwd), where the kernel does not run it
-    auto project = [&] {
-        if (op) g_gd_table[sizeof(T) == sizeof(bf16)]->matmul_fwd(op->out, op->ldout, y, ldy, op->W, B, op->N, HV * dv, 0);
-    };
     if (dk > GD_MAX_DK || HV / H * dv > GD_MAX_E || HV / H > GD_MAX_G || K < 1 || K > GD_KMAX || B > 65535) {
         gd_unfused<T>(y, ldy, P, ldp, conv_w, conv_state, S, A_log, dt_bias, norm_w, ids, eod, B, H, HV, dk, dv, K,
                       eps);
-        project();
         return;
     }
     // split a group's columns into 32-column parts while B*H groups leave most multiprocessors idle
@@ -441,15 +298,13 @@ static void cu_gdn_decode_fwd(void *y, int ldy, const void *P, int ldp, const fl
     const int W = parts > 1 ? GD_COLS * ((chunks + parts - 1) / parts) : E;
     if (parts > 1) parts = (E + W - 1) / W;
     GdArgs a = {y, P, conv_w, A_log, dt_bias, norm_w, conv_state, S, ids, eod, ldy, ldp, H, HV, dk, dv, K, parts, W,
-                eps, 1.0f / sqrtf((float)dk), nullptr, nullptr, 0, 0, 0};
-    if (op && gd_launch_op<T>(a, B, op)) return;
+                eps, 1.0f / sqrtf((float)dk)};
     if (parts > 1)
-        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 1, true, false>, dim3((unsigned)(H * parts), (unsigned)B),
+        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 1>, dim3((unsigned)(H * parts), (unsigned)B),
                       dim3(GD_COLS, GD_ROWS), 0, a);
     else
-        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 4, false, false>, dim3((unsigned)H, (unsigned)B),
+        cu_launch_pdl("gdn_decode_fwd", gdn_decode_kernel<T, 4>, dim3((unsigned)H, (unsigned)B),
                       dim3(GD_COLS, GD_ROWS), 0, a);
-    project();
 }
 
 void cu_register_gdn_decode(Backend *b, int use_bf16) {

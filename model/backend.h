@@ -63,14 +63,6 @@ typedef struct BackendMemStats {
     size_t reserved, allocated, peak, count;
 } BackendMemStats;
 
-// gdn_decode_fwd's fused output projection: out[B, ldout] (N columns) = y . W[N, K]^T, W act [N, K = HV*dv].
-typedef struct DecodeOutProj {
-    void *out;
-    int ldout;
-    const void *W;
-    int N;
-} DecodeOutProj;
-
 // A new compute or copy entry also goes in model/backend_profile.c's PROFILED_OPS (unlisted, `gdn bench --profile`
 // forwards it untimed and its time shows as the gap).
 typedef struct Backend {
@@ -87,12 +79,11 @@ typedef struct Backend {
     void (*memcpy_d2d)(void *dst, const void *src, size_t bytes);
     void (*memset0)(void *p, size_t bytes);
     void (*sync)(void);
-    size_t (*mem_used)(void); // bytes of backend memory in use now (CUDA: the device's, pool included)
     // The backend's own buffers and scratch, as PyTorch's allocator statistics (Megatron's mem-* TensorBoard tags):
     // bytes and count allocated now, and the most bytes held at once since the process started (peak: what the
     // model needs, comparable with max_memory_allocated; CUDA: the context, cuBLASLt's workspace and the pool's
     // cached blocks are not counted; a recorded graph's scratch counts as the ops asked for it when recorded);
-    // reserved = mem_used().
+    // reserved: the backend's memory in use now (CUDA: the device's, context and pool included).
     void (*mem_stats)(BackendMemStats *s);
     // Runs fn(ctx) reps times and returns the milliseconds per call: between events on the backend's stream
     // on CUDA, wall clock on the CPU (<0 where there is no clock, e.g. the emulator).
@@ -189,13 +180,9 @@ typedef struct Backend {
     // (HV*dv columns, act). Equal to those ops in sequence (the CPU twin runs them; CUDA keeps the same act
     // roundings of the conv output, q, k and o). ids (nullable, backend memory [B]): where ids[b] == eod both
     // states of b are written as zeros, so the next token starts a document (reset_state_at_eod).
-    // oproj (nullable, host memory): the block's output projection after it, out[B, ldout] (N columns, act) =
-    // y . W[N, HV*dv]^T as matmul_fwd (y is written too); CUDA can run it inside the mixer's kernel at small B
-    // (GDN_DECODE_OPROJ; the sums in another order than the GEMV's), by default as matmul_fwd after it.
     void (*gdn_decode_fwd)(void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state, float *S,
                            const float *A_log, const float *dt_bias, const float *norm_w, const int32_t *ids,
-                           int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps,
-                           const DecodeOutProj *oproj);
+                           int32_t eod, int B, int H, int HV, int dk, int dv, int K, float eps);
     // RMSNorm into a GEMM (decoding's small M): the rmsnorm_fwd (s_out, no rstd) of x (+ resid) with weight nw
     // [K], then y[M, N] = norm . W[N, K]^T, as the two ops in sequence (the normed row rounded to act first).
     void (*rmsnorm_matmul_fwd)(void *y, int ldy, void *s_out, const void *x, const void *resid, const float *nw,

@@ -80,9 +80,8 @@
     X(gdn_decode_fwd,                                                                                               \
       (void *y, int ldy, const void *P, int ldp, const float *conv_w, float *conv_state, float *S,                   \
        const float *A_log, const float *dt_bias, const float *norm_w, const int32_t *ids, int32_t eod, int B, int H, \
-       int HV, int dk, int dv, int K, float eps, const DecodeOutProj *oproj),                                       \
-      (y, ldy, P, ldp, conv_w, conv_state, S, A_log, dt_bias, norm_w, ids, eod, B, H, HV, dk, dv, K, eps, oproj), 0, \
-      0)                                                                                                            \
+       int HV, int dk, int dv, int K, float eps),                                                                   \
+      (y, ldy, P, ldp, conv_w, conv_state, S, A_log, dt_bias, norm_w, ids, eod, B, H, HV, dk, dv, K, eps), 0, 0)    \
     X(rmsnorm_matmul_fwd,                                                                                           \
       (void *y, int ldy, void *s_out, const void *x, const void *resid, const float *nw, const void *W, int M,      \
        int N, int K, float eps),                                                                                    \

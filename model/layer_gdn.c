@@ -74,11 +74,10 @@ static void fwd(Model *m, int l, int B, int T, LayerState *ls) {
     mixer_in_proj(m, l, b->P, c.Dp, WA(m, w->q_proj), N, c.Dp);
     if (T == 1 && st && !m->training && be->gdn_decode_fwd) { // decoding: the token mixer as one op
         const int32_t *eod_ids = m->cfg.reset_state_at_eod ? m->step_ids : NULL; // after EOD: a new document
-        // with the output projection: out = on . W_o^T (CUDA: inside the mixer's kernel at small B)
-        const DecodeOutProj op = {.out = m->out, .ldout = d->h, .W = WA(m, w->o_proj), .N = d->h};
         be->gdn_decode_fwd(b->on, d->Vd, b->P, c.Dp, PF(m, w->q_conv1d), st->conv, st->S, PF(m, w->A_log),
                            PF(m, w->dt_bias), PF(m, w->o_norm), eod_ids, m->cfg.eos_token_id, B, d->H, d->HV, d->dk,
-                           d->dv, d->K, d->eps, &op);
+                           d->dv, d->K, d->eps);
+        be->matmul_fwd(m->out, d->h, b->on, d->Vd, WA(m, w->o_proj), N, d->h, d->Vd, 0);
         return;
     }
     // causal depthwise conv + SiLU over the q|k|v columns (conv weights q|k|v are contiguous too)

@@ -50,8 +50,8 @@ int cmd_bench(int argc, char **argv) {
                "Times N training steps (after W warm-up steps) of the config's model at micro_batch_size x\n"
                "seq_length on random tokens (one micro-batch per step) and prints ms/step, tokens/s, TFLOP/s, MFU,\n"
                "memory (the device's in use, and the peak the backend's buffers and scratch held: PyTorch's\n"
-           "max_memory_allocated, what FLA's harness reports), and the backend's GEMM rate on the gate|up and lm\n"
-           "head shapes with the step's share of it.\n"
+               "max_memory_allocated, what FLA's harness reports), and the backend's GEMM rate on the gate|up and lm\n"
+               "head shapes with the step's share of it.\n"
                "--profile: also times every backend op of those steps (CUDA events on the stream, wall clock on\n"
                "the CPU) and prints them by op, GEMMs by weight shape, against the step time.\n");
         return 0;
@@ -128,7 +128,7 @@ int cmd_bench(int argc, char **argv) {
     // FLA's harness reports as its peak)
     BackendMemStats mem;
     be->mem_stats(&mem);
-    printf(", %s memory in use %.2f GiB, peak allocated %.2f GiB", be->name, be->mem_used() / 1073741824.0,
+    printf(", %s memory in use %.2f GiB, peak allocated %.2f GiB", be->name, mem.reserved / 1073741824.0,
            mem.peak / 1073741824.0);
     // MFU against H100/H200 dense bf16 (989.4 TFLOP/s), on the 6N-style GDN count
     if (be->act_bytes == 2) printf(", MFU %.1f%% of 989 TFLOP/s", 100.0 * flops_per_token_gdn(&c) * tok / 989.4e12);

@@ -213,14 +213,6 @@ static void build_cases(int quick) {
     cases_lmhead_norm_argmax(&g, 6, 500, 64, 1, 0);      // 6 rows (past the GEMV's 4)
     cases_lmhead_norm_argmax(&g, 1, 128256, 1024, 1, 1); // the 300M's lm head at batch 1 (no L2 prefetch)
     cases_lmhead_norm_argmax(&g, 4, 128256, 1024, 1, 1); // batch 4
-    // the mixer with the output projection after it (CUDA: inside its kernel at B <= 4, one part per v head, where
-    // W_o's slice fits in shared memory; else the unfused projection after the kernel)
-    cases_gdn_decode_oproj(&g, 1, 4, 8, 64, 64, 4, 0, 0, 1024); // the 300M at batch 1 (fp32: W_o's slice too big)
-    cases_gdn_decode_oproj(&g, 3, 2, 4, 32, 64, 4, 2, 1, 200);  // batch 3, G = 2, strides, EOD
-    cases_gdn_decode_oproj(&g, 2, 2, 2, 16, 32, 3, 1, 1, 96);   // G = 1, K = 3
-    cases_gdn_decode_oproj(&g, 4, 1, 4, 32, 96, 4, 0, 0, 72);   // batch 4, dv = 96: three slices per part
-    cases_gdn_decode_oproj(&g, 1, 2, 4, 32, 48, 4, 1, 0, 64);   // dv = 48: parts across heads, then the GEMV
-    cases_gdn_decode_oproj(&g, 16, 4, 8, 64, 64, 4, 0, 1, 128); // batch 16: the kernel, then cuBLASLt
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)
@@ -752,10 +744,9 @@ int main(int argc, char **argv) {
     if (child) return bad_id_child(atoi(child));
     const int quick = arg_flag(argc, argv, "--quick");
     const char *only = arg_get(argc, argv, "--only");
-    // the decode forms past their default batch (GEMV tiles of 2 and 4 rows, the mixer's output projection at B <= 4)
-    // stay covered: they are what GDN_GEMV_MAX_M and GDN_DECODE_OPROJ turn on
+    // the GEMV's tiles of 2 and 4 rows (off by default: cuBLASLt is faster there) stay covered: GDN_GEMV_MAX_M turns
+    // them on
     setenv("GDN_GEMV_MAX_M", "4", 0);
-    setenv("GDN_DECODE_OPROJ", "4", 0);
     const Backend *cpu = backend_cpu();
     const Backend *g32 = gpu_backend(0);
     const Backend *g16 = g32 ? gpu_backend(1) : NULL;

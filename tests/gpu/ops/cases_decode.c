@@ -17,22 +17,14 @@ static const Tol B16_NORM_GEMM = {1e-2f, "the normed (or SwiGLU) row rounded to 
 static void run_gdn_decode(const Backend *be, void **p, const Case *c) {
     // P, conv_w, A_log, dt_bias, norm_w, ids, conv_state, S, y;  i: B H HV dk dv K ldp ldy eod;  f: eps
     const int *I = c->i;
-    // with the output projection (I[9] = its N): W_o, out;  i: N ldout
-    const DecodeOutProj op = {.out = I[9] ? p[10] : NULL, .ldout = I[10], .W = I[9] ? p[9] : NULL, .N = I[9]};
     be->gdn_decode_fwd(p[8], I[7], p[0], I[6], p[1], p[6], p[7], p[2], p[3], p[4], p[5], I[8], I[0], I[1], I[2],
-                       I[3], I[4], I[5], c->f[0], I[9] ? &op : NULL);
+                       I[3], I[4], I[5], c->f[0]);
 }
 
 void cases_gdn_decode(Rng *g, int B, int H, int HV, int dk, int dv, int K, int pad, int eods) {
-    cases_gdn_decode_oproj(g, B, H, HV, dk, dv, K, pad, eods, 0);
-}
-
-// oN > 0: with the output projection out[B, oN] = y . W_o[oN, HV*dv]^T (CUDA: inside the mixer's kernel at B <= 4
-// where one part per v head fits; else after it)
-void cases_gdn_decode_oproj(Rng *g, int B, int H, int HV, int dk, int dv, int K, int pad, int eods, int oN) {
     const int Kd = H * dk, Vd = HV * dv, Dc = 2 * Kd + Vd, Dp = Dc + Vd + 2 * HV, ldp = Dp + pad, ldy = Vd + 2 * pad;
-    Case *c = new_case("gdn_decode_fwd", run_gdn_decode, "B=%d H=%d HV=%d dk=%d dv=%d K=%d ld+%d%s%s", B, H, HV, dk,
-                       dv, K, pad, eods ? " eod" : "", oN ? " +o_proj" : "");
+    Case *c = new_case("gdn_decode_fwd", run_gdn_decode, "B=%d H=%d HV=%d dk=%d dv=%d K=%d ld+%d%s", B, H, HV, dk, dv,
+                       K, pad, eods ? " eod" : "");
     int *I = c->i;
     I[0] = B, I[1] = H, I[2] = HV, I[3] = dk, I[4] = dv, I[5] = K, I[6] = ldp, I[7] = ldy, I[8] = 7;
     c->f[0] = 1e-6f;
@@ -50,11 +42,6 @@ void cases_gdn_decode_oproj(Rng *g, int B, int H, int HV, int dk, int dv, int K,
                 g, 0, 1);
     fill_normal(add_t(c, "S", K_F32, R_ACC, (size_t)B * HV, (size_t)dk * dv, 0, F32_ORDER, B16_DELTA_F32), g, 0, 0.3f);
     add_t(c, "y", K_ACT, R_OUT, B, Vd, ldy, F32_ORDER, B16_DECODE);
-    if (oN) {
-        I[9] = oN, I[10] = oN + pad;
-        fill_normal(add_in(c, "W_o", K_ACT, oN, Vd, 0), g, 0, 1.0f / sqrtf((float)Vd));
-        add_t(c, "out", K_ACT, R_OUT, B, oN, oN + pad, F32_GEMM, B16_DECODE);
-    }
 }
 
 static void run_state_reset(const Backend *be, void **p, const Case *c) {

@@ -149,7 +149,6 @@ void check_lmhead_scratch(const Backend *be); // lmhead_ce with the caller's scr
 void cases_sum(Rng *g, int n);
 // decode: the fused GDN token mixer (eods: some sequences fed EOD), the GEMMs with the norm / SwiGLU fused in
 void cases_gdn_decode(Rng *g, int B, int H, int HV, int dk, int dv, int K, int pad, int eods);
-void cases_gdn_decode_oproj(Rng *g, int B, int H, int HV, int dk, int dv, int K, int pad, int eods, int oN);
 void cases_rmsnorm_matmul(Rng *g, int M, int N, int K, int resid, int pad);
 void cases_swiglu_matmul(Rng *g, int M, int N, int K, int pad);
 void cases_lmhead_norm_argmax(Rng *g, int M, int V, int h, int resid, int big);
