@@ -203,18 +203,30 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
     float DQ[8][4], DK[8][4]; // the group's dq, dk rows R0.., fp32
     zero_tc(DQ);
     zero_tc(DK);
-    for (int g = 0; g < a.G; g++) {
+    // Head g's per-head tiles. Head g + 1's are fetched into each tile as soon as head g is done with it (after the
+    // barriers marked "prefetch"), so only dO waits at the top of the next head; tile_load's zero padding and unaligned
+    // fallback are plain stores, safe at those points for the same reason (every reader of the tile is past the barrier).
+    auto load_tiles = [&](int g, unsigned mask) {
         const int j = i * a.G + g;
         const size_t hr0 = dr_hrow(a, b, j, t0), so = dr_state_off(a, b, j, n);
-        if (g > 0) __syncthreads(); // the previous head is done with every per-head tile and array
-        tile_load<DR_C, DR_C, TC_LD>(Vn, (const bf16 *)a.vnew + hr0 * a.dv, a.dv, Lc, a.dv);
-        tile_load<DR_C, DR_C, TC_LD>(dOs, (const bf16 *)a.dO + tok0 * a.lddo + (size_t)j * a.dv, a.lddo, Lc, a.dv);
-        tile_load<DR_C, DR_C, TC_LD>(Hs, (const bf16 *)a.h + so, a.dv, a.dk, a.dv);
-        tile_load<DR_C, DR_C, TC_LD>(dHs, (const bf16 *)a.dh + so, a.dv, a.dk, a.dv);
-        tile_load<DR_C, DR_C, TC_LD>(dVn, (const bf16 *)a.dvnew + hr0 * a.dv, a.dv, Lc, a.dv);
-        tile_load<DR_C, DR_C, TC_LD>(Tms, (const bf16 *)a.Tm + hr0 * DR_C, DR_C, Lc, DR_C);
-        tile_load<DR_C, DR_C, TC_LD>(Vs, (const bf16 *)a.v + tok0 * a.ldv + (size_t)j * a.dv, a.ldv, Lc, a.dv);
+        if (mask & (1u << L::VN)) tile_load<DR_C, DR_C, TC_LD>(Vn, (const bf16 *)a.vnew + hr0 * a.dv, a.dv, Lc, a.dv);
+        if (mask & (1u << L::DO))
+            tile_load<DR_C, DR_C, TC_LD>(dOs, (const bf16 *)a.dO + tok0 * a.lddo + (size_t)j * a.dv, a.lddo, Lc, a.dv);
+        if (mask & (1u << L::HS)) tile_load<DR_C, DR_C, TC_LD>(Hs, (const bf16 *)a.h + so, a.dv, a.dk, a.dv);
+        if (mask & (1u << L::DH)) tile_load<DR_C, DR_C, TC_LD>(dHs, (const bf16 *)a.dh + so, a.dv, a.dk, a.dv);
+        if (mask & (1u << L::DVN)) tile_load<DR_C, DR_C, TC_LD>(dVn, (const bf16 *)a.dvnew + hr0 * a.dv, a.dv, Lc, a.dv);
+        if (mask & (1u << L::TM)) tile_load<DR_C, DR_C, TC_LD>(Tms, (const bf16 *)a.Tm + hr0 * DR_C, DR_C, Lc, DR_C);
+        if (mask & (1u << L::VS))
+            tile_load<DR_C, DR_C, TC_LD>(Vs, (const bf16 *)a.v + tok0 * a.ldv + (size_t)j * a.dv, a.ldv, Lc, a.dv);
         cp_async_commit();
+    };
+    constexpr unsigned ALL = 1u << L::VN | 1u << L::DO | 1u << L::HS | 1u << L::DH | 1u << L::DVN | 1u << L::TM | 1u << L::VS;
+    for (int g = 0; g < a.G; g++) {
+        const int j = i * a.G + g;
+        const size_t hr0 = dr_hrow(a, b, j, t0);
+        const bool next = g + 1 < a.G;
+        if (g > 0) __syncthreads(); // the previous head is done with every per-head tile and array
+        load_tiles(g, g == 0 ? ALL : 1u << L::DO);
         if (threadIdx.x < DR_C) {
             const int r = threadIdx.x;
             const float G = a.Gc[hr0 + min(r, Lc - 1)], be = r < Lc ? a.beta[(tok0 + r) * a.HV + j] : 0.0f;
@@ -330,6 +342,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
             hd += __bfloat162float(Hs[d * TC_LD + e]) * __bfloat162float(dHs[d * TC_LD + e]);
         }
         __syncthreads(); // dW complete; V_new, dO and P are dead
+        if (next) load_tiles(g + 1, 1u << L::HS | 1u << L::DH); // prefetch: h and dh are dead
 
         uint32_t tma[4][4]; // Tm^T rows R0.. (A(r, m) = Tm[m][r], nonzero for m >= r)
 #pragma unroll
@@ -397,6 +410,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
             store_acc(Zs, TC_LD, z, R0, DR_C, DR_C, true);
         }
         __syncthreads(); // Z complete
+        if (next) load_tiles(g + 1, 1u << L::DVN | 1u << L::TM | 1u << L::VS); // prefetch: dV_new, Tm, V, dW are dead
         uint32_t dma[4][4]; // dM = dA . Gamma, bf16
         { // dA = -Tm^T Z (strictly lower); with A = beta_r (K K^T) Gamma: E = dA . A, dM; dbeta += rowsum(dM . KK)
             float da[8][4], kk[8][4];
@@ -453,6 +467,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
                 for (int x = 0; x < 4; x++) DK[nt][x] += bs[R0 + acc_row(x)] * acc[nt][x];
         }
         __syncthreads(); // dM, beta K and the column sums complete
+        if (next) load_tiles(g + 1, 1u << L::VN); // prefetch: Z (in V_new's tile) is dead
         { // dK += dM^T (beta K)
             float acc[8][4];
             zero_tc(acc);
@@ -506,7 +521,10 @@ void dr_tc_bwd(const DrArgs &a) {
     dr_tc_bwd_intra(a);
     const int bv = dr_tc_pick_bv(a, (const void *)dr_tc_dh_kernel<16>, TcDh<16>::smem, (const void *)dr_tc_dh_kernel<32>,
                                  TcDh<32>::smem);
-    if (bv == 32)
+    if (bv == 64)
+        cu_launch("delta_rule_bwd tc dh (64-wide dv tiles)", dr_tc_dh_kernel<64>, dim3(a.dv / 64, a.HV, a.B),
+                  dim3(TC_THREADS), TcDh<64>::smem, a);
+    else if (bv == 32)
         cu_launch("delta_rule_bwd tc dh (32-wide dv tiles)", dr_tc_dh_kernel<32>, dim3(a.dv / 32, a.HV, a.B),
                   dim3(TC_THREADS), TcDh<32>::smem, a);
     else

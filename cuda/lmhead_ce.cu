@@ -134,13 +134,11 @@ __device__ __forceinline__ void unpack8(const uint4 &q, float x[8]) {
 // EXP2: exp(x - m) as exp2(x log2e - m log2e), one FMA and one MUFU.EX2 a logit (as FLA's Triton kernels, whose
 // tl.exp is ex2.approx of a log2e product), where expf's range reduction costs ~8 instructions: the pass issues
 // ~24 instructions per logit otherwise (measured: -0.3 ms a step on an H100; the pass is bound by its bytes). Not
-// the CPU twin's bits (within 2 ulp a probability); EXP2 = false (GDN_CUDA_CE_EXP=expf) keeps the expf form.
+// the CPU twin's bits (within 2 ulp a probability; FLA's 20-step loss parity holds, notes/PERF.md session 13).
 enum { CE_UNROLL = 4 };
 static const float CE_LOG2E = 1.4426950408889634f;
-template <bool EXP2> __device__ __forceinline__ float ce_exp_diff(float x, float m, float m_l2) {
-    return EXP2 ? exp2f(fmaf(x, CE_LOG2E, -m_l2)) : expf(x - m);
-}
-template <bool EXP2>
+// e^{x - m} given m_l2 = m log2 e
+__device__ __forceinline__ float ce_exp_diff(float x, float m_l2) { return exp2f(fmaf(x, CE_LOG2E, -m_l2)); }
 __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets, float *losses, int want_grad,
                                     const float *loss_scale_p, int rows, int row0, CuDevError *err) {
     const float loss_scale = want_grad ? *loss_scale_p : 0.0f;
@@ -166,18 +164,18 @@ __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets,
                     fmaxf(fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3])), fmaxf(fmaxf(x[4], x[5]), fmaxf(x[6], x[7])));
                 if (lm > mx) {
                     const float lm_l2 = lm * CE_LOG2E;
-                    se *= ce_exp_diff<EXP2>(mx, lm, lm_l2); // 0 while mx is -inf (se is 0 then too)
+                    se *= ce_exp_diff(mx, lm_l2); // 0 while mx is -inf (se is 0 then too)
                     mx = lm, mx_l2 = lm_l2;
                 }
                 if (mx != -INFINITY)
-                    se += ((ce_exp_diff<EXP2>(x[0], mx, mx_l2) + ce_exp_diff<EXP2>(x[1], mx, mx_l2)) +
-                           (ce_exp_diff<EXP2>(x[2], mx, mx_l2) + ce_exp_diff<EXP2>(x[3], mx, mx_l2))) +
-                          ((ce_exp_diff<EXP2>(x[4], mx, mx_l2) + ce_exp_diff<EXP2>(x[5], mx, mx_l2)) +
-                           (ce_exp_diff<EXP2>(x[6], mx, mx_l2) + ce_exp_diff<EXP2>(x[7], mx, mx_l2)));
+                    se += ((ce_exp_diff(x[0], mx_l2) + ce_exp_diff(x[1], mx_l2)) +
+                           (ce_exp_diff(x[2], mx_l2) + ce_exp_diff(x[3], mx_l2))) +
+                          ((ce_exp_diff(x[4], mx_l2) + ce_exp_diff(x[5], mx_l2)) +
+                           (ce_exp_diff(x[6], mx_l2) + ce_exp_diff(x[7], mx_l2)));
             }
         }
         const float M = block_max(mx), M_l2 = M * CE_LOG2E;
-        const float S = block_sum(mx == -INFINITY ? 0.0f : se * ce_exp_diff<EXP2>(mx, M, M_l2));
+        const float S = block_sum(mx == -INFINITY ? 0.0f : se * ce_exp_diff(mx, M_l2));
         if (threadIdx.x == 0) losses[r] = (M + logf(S)) - lt;
         if (!want_grad) continue;
         const float inv = 1.0f / S, scale = inv * loss_scale;
@@ -198,13 +196,7 @@ __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets,
                                             // array indexed by a variable would live in local memory)
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
-                    float p0, p1;
-                    if (EXP2) {
-                        p0 = ce_exp_diff<EXP2>(x[2 * k], M, M_l2) * scale;
-                        p1 = ce_exp_diff<EXP2>(x[2 * k + 1], M, M_l2) * scale;
-                    } else {
-                        p0 = expf(x[2 * k] - M) * inv * loss_scale, p1 = expf(x[2 * k + 1] - M) * inv * loss_scale;
-                    }
+                    float p0 = ce_exp_diff(x[2 * k], M_l2) * scale, p1 = ce_exp_diff(x[2 * k + 1], M_l2) * scale;
                     if (2 * k == kt) p0 -= loss_scale;
                     if (2 * k + 1 == kt) p1 -= loss_scale;
                     h[k] = __floats2bfloat162_rn(p0, p1);
@@ -254,8 +246,6 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
     void *logits = own ? cu_scratch(chunk_bytes, "lmhead_ce logits") : scratch;
     T *dlogits = in_place ? (T *)logits : (T *)cu_scratch((size_t)R * V * sizeof(T), "lmhead_ce dlogits");
     const T *ya = (const T *)y;
-    const char *ce_exp = getenv("GDN_CUDA_CE_EXP"); // expf: the pass's expf form (A/B against the exp2 default)
-    const bool ce_exp2 = !(ce_exp && !strcmp(ce_exp, "expf"));
     // GDN_CUDA_CE_THREADS: the bf16 pass's block size (a multiple of 32 up to 1024; tuning: the sums' order follows it)
     const char *ce_thr = getenv("GDN_CUDA_CE_THREADS");
     int ce_bf16_threads = ce_thr && atoi(ce_thr) > 0 ? atoi(ce_thr) : CE_THREADS;
@@ -266,7 +256,7 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
         cu_gemm("lmhead_ce logits", true, false, V, rows, h, E, h, ya + (size_t)n0 * h, h, logits, V, cu_dtype<T>(),
                 bf16_logits ? CUDA_R_16BF : CUDA_R_32F, 0.0f);
         if (bf16_logits)
-            cu_launch("lmhead_ce softmax", ce_exp2 ? ce_rows_bf16_kernel<true> : ce_rows_bf16_kernel<false>,
+            cu_launch("lmhead_ce softmax", ce_rows_bf16_kernel,
                       dim3(ce_bf16_grid(rows)), dim3(ce_bf16_threads), 0, (bf16 *)logits, V, targets + n0,
                       losses + n0, dy ? 1 : 0, loss_scale, rows, n0, g_cu.err_dev);
         else if (V % 4 == 0) // rows stay 16-byte aligned (the scratch is)
