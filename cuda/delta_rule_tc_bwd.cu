@@ -92,11 +92,18 @@ template <int BV> __global__ void __launch_bounds__(TC_THREADS) dr_tc_dh_kernel(
                 cp_async_wait_current(n > 0);
         __syncthreads();
         const int dl_ = dr_ds(a, b, t0, Lc, Lc - 1); // packed documents (delta_rule.cuh)
-        if (qrow < Lc) { // Q <- bf16(s e^G q): thread pair per row, 32 columns each
+        if (qrow < Lc) { // Q <- bf16(s e^G q): thread pair per row, 32 columns each, in 16-byte words (rows are 144 B)
             const float f = a.scale * (dr_carried_ds(dr_ds(a, b, t0, Lc, qrow), t0) ? dr_exp2(GQ) : 0.0f);
             bf16 *qr = Q + qrow * TC_LD + (threadIdx.x & 1) * 32;
-#pragma unroll 8
-            for (int c = 0; c < 32; c++) qr[c] = __float2bfloat16_rn(f * __bfloat162float(qr[c]));
+            float x[4][8];
+#pragma unroll
+            for (int w = 0; w < 4; w++) load_vec<bf16, 8>(x[w], qr + 8 * w);
+#pragma unroll
+            for (int w = 0; w < 4; w++) {
+#pragma unroll
+                for (int c = 0; c < 8; c++) x[w][c] *= f;
+                store_vec<bf16, 8>(qr + 8 * w, x[w]);
+            }
         }
         { // dV_new = dV_local + e^{G_last - G} (K dS_end), rows R0..
             float acc[NT][4];
