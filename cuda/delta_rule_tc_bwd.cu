@@ -528,10 +528,7 @@ void dr_tc_bwd(const DrArgs &a) {
     dr_tc_bwd_intra(a);
     const int bv = dr_tc_pick_bv(a, (const void *)dr_tc_dh_kernel<16>, TcDh<16>::smem, (const void *)dr_tc_dh_kernel<32>,
                                  TcDh<32>::smem);
-    if (bv == 64)
-        cu_launch("delta_rule_bwd tc dh (64-wide dv tiles)", dr_tc_dh_kernel<64>, dim3(a.dv / 64, a.HV, a.B),
-                  dim3(TC_THREADS), TcDh<64>::smem, a);
-    else if (bv == 32)
+    if (bv == 32)
         cu_launch("delta_rule_bwd tc dh (32-wide dv tiles)", dr_tc_dh_kernel<32>, dim3(a.dv / 32, a.HV, a.B),
                   dim3(TC_THREADS), TcDh<32>::smem, a);
     else

@@ -263,7 +263,7 @@ template <bool BWD> __global__ void __launch_bounds__(TC_THREADS) dr_tc_intra_ke
 // ---------------------------------------------------------------------------------------------------
 // state recurrence: grid (dv / BV, HV, B), 128 threads, serial over chunks. Warp w holds state rows
 // d = 16w.. (16 x BV, fp32 accumulators). Chunk n+1's W, K, U tiles are fetched (cp.async) while chunk
-// n is computed. BV (16, 32 or 64) is chosen per call so that the grid fits in one wave (dr_tc_pick_bv).
+// n is computed. BV (16 or 32) is chosen per call so that the grid fits in one wave (dr_tc_pick_bv).
 
 namespace {
 template <int BV> struct TcState {
@@ -497,11 +497,12 @@ void dr_tc_bwd_intra(const DrArgs &a) {
               TcIntra<true>::smem, a);
 }
 // dv tile width of a serial kernel: 16 unless 32-wide tiles need fewer waves (their grid is half as
-// large, each block does twice the work per chunk at about the same latency). GDN_CUDA_DR_BV=16|32|64
-// forces it (tests; 64: one block per head, which reads the chunk's W and K tiles once instead of dv / BV times).
+// large, each block does twice the work per chunk at about the same latency). GDN_CUDA_DR_BV=16|32
+// forces it (tests). 64-wide tiles (one block per head, the chunk's W and K read once instead of dv / BV times) were
+// measured in session 13: state +0.34 ms a step at the 300M, dh no better (notes/PERF.md); the kernels are
+// latency-bound, not bound by those reads.
 int dr_tc_pick_bv(const DrArgs &a, const void *k16, size_t smem16, const void *k32, size_t smem32) {
     const char *forced = getenv("GDN_CUDA_DR_BV");
-    if (forced && atoi(forced) == 64 && a.dv % 64 == 0) return 64;
     if (forced && atoi(forced) == 32 && a.dv % 32 == 0) return 32;
     if (forced && atoi(forced) == 16) return 16;
     if (a.dv % 32) return 16;
@@ -528,10 +529,7 @@ int dr_tc_pick_bv(const DrArgs &a, const void *k16, size_t smem16, const void *k
 void dr_tc_fwd_state(const DrArgs &a) {
     const int bv = dr_tc_pick_bv(a, (const void *)dr_tc_state_kernel<16>, TcState<16>::smem,
                                  (const void *)dr_tc_state_kernel<32>, TcState<32>::smem);
-    if (bv == 64)
-        cu_launch("delta_rule tc state (64-wide dv tiles)", dr_tc_state_kernel<64>, dim3(a.dv / 64, a.HV, a.B),
-                  dim3(TC_THREADS), TcState<64>::smem, a);
-    else if (bv == 32)
+    if (bv == 32)
         cu_launch("delta_rule tc state (32-wide dv tiles)", dr_tc_state_kernel<32>, dim3(a.dv / 32, a.HV, a.B),
                   dim3(TC_THREADS), TcState<32>::smem, a);
     else
