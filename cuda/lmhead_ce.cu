@@ -209,6 +209,20 @@ __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets,
 
 // Blocks for the bf16 pass: CE_BLOCKS_PER_SM x multiprocessors (GDN_CUDA_CE_BLOCKS_PER_SM to tune; 0 = one
 // block per row); GDN_CUDA_CE_GRID forces a grid size (tests: rows > grid covers the row loop).
+// Rows per chunk when the caller's scratch holds fit rows, fewer than the R planned but at least half as many:
+// balanced chunks (a multiple of 128 rows, or of 8 for small ones) that fit it, so the logits need no memory of
+// their own (the 300M at micro-batch 16: 8 chunks of 4096 rows in the arena's 1,155 MiB of backward-only buffers
+// instead of 4 of 8192 in 2 GiB of their own). R otherwise.
+static int ce_fit_rows(int N, int R, size_t fit) {
+    if (fit >= (size_t)R || fit < (size_t)R / 2 || fit < 8) return R;
+    const size_t q = fit >= 1024 ? 128 : 8;
+    for (size_t c = (N + fit - 1) / fit; c <= (size_t)N; c++) {
+        const size_t r = ((N + c - 1) / c + q - 1) / q * q;
+        if (r <= fit) return (int)r;
+    }
+    return R;
+}
+
 static unsigned ce_bf16_grid(int rows) {
     const char *grid = getenv("GDN_CUDA_CE_GRID"), *per = getenv("GDN_CUDA_CE_BLOCKS_PER_SM");
     long g = rows;
@@ -237,11 +251,15 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
     const char *force = getenv("GDN_CUDA_CE_ROWS"); // tests: force small chunks to cover the chunk loop
     if (force && atoi(force) > 0) R = atoi(force);
     if (R > N) R = N;
-    // The caller's scratch where a whole chunk fits (then the same chunks as without it: the same results); else the
-    // logits get memory of their own (2 GiB at the 300M's 8192 rows: the arena's backward-only buffers hold them
-    // from micro-batch ~32 of the 300M, and at 16 for the 1B)
-    const size_t chunk_bytes = (size_t)R * V * logit_bytes;
     const bool in_place = bf16_logits || sizeof(T) == sizeof(float);
+    const char *fit_env = getenv("GDN_CUDA_CE_FIT"); // 0: keep R-row chunks in memory of their own (A/B)
+    if (!(force && atoi(force) > 0) && !(fit_env && !strcmp(fit_env, "0")) && scratch && in_place && cu_aligned16(scratch))
+        R = ce_fit_rows(N, R, scratch_bytes / ((size_t)V * logit_bytes));
+    // The caller's scratch where a whole chunk fits (then the same chunks as without it: the same results), or where
+    // it holds at least half of one, in smaller chunks that fit (ce_fit_rows; dE's fp32 sum then adds the chunks in
+    // other groups, a reordering within fp32 rounding); else the logits get memory of their own (2 GiB at 8192 rows;
+    // the arena's backward-only buffers hold a whole chunk from micro-batch ~32 of the 300M, and at 16 for the 1B)
+    const size_t chunk_bytes = (size_t)R * V * logit_bytes;
     const bool own = !(scratch && in_place && scratch_bytes >= chunk_bytes && cu_aligned16(scratch)); // 16-byte rows
     void *logits = own ? cu_scratch(chunk_bytes, "lmhead_ce logits") : scratch;
     T *dlogits = in_place ? (T *)logits : (T *)cu_scratch((size_t)R * V * sizeof(T), "lmhead_ce dlogits");

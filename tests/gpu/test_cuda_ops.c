@@ -758,7 +758,8 @@ int main(int argc, char **argv) {
     if (!only) check_bad_ids();
     if (!only || strstr("adamw_multi", only)) check_adamw_multi_per_run(g32, 0), check_adamw_multi_per_run(g16, 1);
     if (!only || strstr("swiglu_bwd", only)) check_swiglu_recompute(g32), check_swiglu_recompute(g16);
-    if (!only || strstr("lmhead_ce", only)) check_lmhead_scratch(g32), check_lmhead_scratch(g16);
+    if (!only || strstr("lmhead_ce", only)) check_lmhead_scratch(g32), check_lmhead_scratch(g16), check_lmhead_scratch_fit(g32),
+            check_lmhead_scratch_fit(g16);
     for (int x = 0; x < g_ncases; x++) {
         Case *c = &g_cases[x];
         if (only && !strstr(c->op, only)) continue;

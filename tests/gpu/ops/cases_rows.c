@@ -340,3 +340,73 @@ void check_lmhead_scratch(const Backend *be) {
     }
     unsetenv("GDN_CUDA_CE_ROWS");
 }
+
+// lmhead_ce without forced chunk rows, given a scratch smaller than its one chunk (N rows): one that holds at least
+// half of it is used, in smaller chunks that fit it (ce_fit_rows), and nothing past it is written; one that holds
+// less is left alone. The results match the call without scratch within fp32 reordering (dE adds the chunks in
+// other groups) and, in bf16, a logit's rounding.
+void check_lmhead_scratch_fit(const Backend *be) {
+    const int N = 50, h = 40, V = 520, GUARD_B = 4096;
+    const size_t ab = (size_t)be->act_bytes, lb = ab == 2 ? 2 : 4, row = (size_t)V * lb;
+    const size_t sizes[2] = {30 * row + 7, 24 * row}; // 30 rows (>= N / 2: used, chunks of 24), 24 (< 25: not used)
+    Rng g = {0x5c7a};
+    float *hy = xmalloc((size_t)V * h * 4), *st = be->alloc((size_t)V * h * 4);
+    void *y = be->alloc((size_t)N * h * ab), *E = be->alloc((size_t)V * h * ab);
+    for (int e = 0; e < N * h; e++) hy[e] = rng_normal(&g);
+    be->memcpy_h2d(st, hy, (size_t)N * h * 4), be->to_act(y, st, (size_t)N * h);
+    for (int e = 0; e < V * h; e++) hy[e] = 0.3f * rng_normal(&g);
+    be->memcpy_h2d(st, hy, (size_t)V * h * 4), be->to_act(E, st, (size_t)V * h);
+    int32_t tg[50];
+    for (int n = 0; n < N; n++) tg[n] = n % 9 == 4 ? -1 : (int)(rng_u64(&g) % V);
+    int32_t *dtg = be->alloc(sizeof tg);
+    be->memcpy_h2d(dtg, tg, sizeof tg);
+    float scale = 1.0f / N, *dscale = be->alloc(4);
+    be->memcpy_h2d(dscale, &scale, 4);
+    const size_t total = sizes[0] + GUARD_B;
+    unsigned char *pattern = xmalloc(total), *back = xmalloc(total);
+    memset(pattern, 0xFF, total - GUARD_B), memset(pattern + total - GUARD_B, 0xA5, GUARD_B);
+    void *scr = be->alloc(total);
+    float *loss[3], *dE[3], *hl[3], *hdE[3];
+    void *dy[3];
+    float *hdy[3];
+    int used[3] = {0, 0, 0}, guard_ok[3] = {1, 1, 1};
+    for (int run = 0; run < 3; run++) { // 0: no scratch; 1, 2: sizes[0], sizes[1]
+        loss[run] = be->alloc((size_t)N * 4), dy[run] = be->alloc((size_t)N * h * ab), dE[run] = be->alloc((size_t)V * h * 4);
+        be->memset0(dE[run], (size_t)V * h * 4);
+        be->memcpy_h2d(scr, pattern, total);
+        const size_t sb = run ? sizes[run - 1] : 0;
+        be->lmhead_ce(loss[run], dy[run], dE[run], y, E, dtg, N, h, V, dscale, run ? scr : NULL, sb);
+        be->memcpy_d2h(back, scr, total);
+        if (run) used[run] = memcmp(back, pattern, sb) != 0, guard_ok[run] = !memcmp(back + sb, pattern + sb, total - sb);
+        hl[run] = xmalloc((size_t)N * 4), hdE[run] = xmalloc((size_t)V * h * 4), hdy[run] = xmalloc((size_t)N * h * 4);
+        be->memcpy_d2h(hl[run], loss[run], (size_t)N * 4), be->memcpy_d2h(hdE[run], dE[run], (size_t)V * h * 4);
+        be->from_act(st, dy[run], (size_t)N * h), be->memcpy_d2h(hdy[run], st, (size_t)N * h * 4);
+    }
+    const double tol = ab == 2 ? 2e-2 : 1e-5; // relative to each output's largest magnitude
+    double worst = 0;
+    for (int run = 1; run < 3; run++) {
+        const float *A[3] = {hl[0], hdy[0], hdE[0]}, *B[3] = {hl[run], hdy[run], hdE[run]};
+        const size_t n[3] = {(size_t)N, (size_t)N * h, (size_t)V * h};
+        for (int o = 0; o < 3; o++) {
+            double mx = 0, d = 0;
+            for (size_t e = 0; e < n[o]; e++) {
+                mx = fmax(mx, fabs(A[o][e]));
+                d = fmax(d, fabs((double)A[o][e] - B[o][e]));
+            }
+            worst = fmax(worst, mx > 0 ? d / mx : d);
+        }
+    }
+    const int ok = worst <= tol && used[1] && !used[2] && guard_ok[1] && guard_ok[2];
+    g_checks++;
+    if (!ok) g_failures++;
+    printf("%s %-62s %s  30 rows' scratch used: %s, 24 rows': %s; guard: %s; max rel diff %.2e (tol %.0e)\n",
+           ok ? "PASS" : "FAIL", "lmhead_ce scratch of less than a chunk N=50 h=40 V=520", ab == 2 ? "bf16" : "fp32",
+           used[1] ? "yes" : "NO", used[2] ? "USED" : "untouched", guard_ok[1] && guard_ok[2] ? "intact" : "WRITTEN",
+           worst, tol);
+    for (int run = 0; run < 3; run++) {
+        be->free(loss[run]), be->free(dy[run]), be->free(dE[run]);
+        free(hl[run]), free(hdE[run]), free(hdy[run]);
+    }
+    free(hy), free(pattern), free(back);
+    be->free(st), be->free(y), be->free(E), be->free(dtg), be->free(dscale), be->free(scr);
+}

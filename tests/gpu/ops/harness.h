@@ -146,6 +146,7 @@ void cases_clip_scale(Rng *g, float sumsq, float max_norm);
 void check_adamw_multi_per_run(const Backend *be, int bf16);
 void check_swiglu_recompute(const Backend *be);
 void check_lmhead_scratch(const Backend *be); // lmhead_ce with the caller's scratch == without, bits; used, no overrun
+void check_lmhead_scratch_fit(const Backend *be); // a scratch of half a chunk or more: smaller chunks in it
 void cases_sum(Rng *g, int n);
 // decode: the fused GDN token mixer (eods: some sequences fed EOD), the GEMMs with the norm / SwiGLU fused in
 void cases_gdn_decode(Rng *g, int B, int H, int HV, int dk, int dv, int K, int pad, int eods);
