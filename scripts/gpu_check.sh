@@ -31,9 +31,12 @@ fi
 DATA=${DATA:-.assets/data/corpus_fla}
 if has bench; then
   stage bench300m ./gdn bench --config configs/gdn-300m.yaml --micro_batch_size 16 --seq_length 2048 --device cuda --steps 10 --warmup 2
-  # memory toward FLA bf16-fce's 22.1 GiB: the lm head in 4096-row chunks instead of 8192 (GDN_CUDA_CE_ROWS: 1 GiB
-  # of logits less, twice the passes over dE) and the SwiGLU outputs recomputed in the backward (-3 GiB, ~+1 ms)
-  GDN_CUDA_CE_ROWS=4096 stage bench300m_lowmem ./gdn bench --config configs/gdn-300m.yaml --micro_batch_size 16 \
+  # the lm head's logits in memory of their own (8192-row chunks) instead of the arena's backward-only buffers (4096):
+  # the A/B of lmhead_ce's chunk fitting (peak allocated ~2 GiB apart at micro-batch 16)
+  GDN_CUDA_CE_FIT=0 stage bench300m_cefit0 ./gdn bench --config configs/gdn-300m.yaml --micro_batch_size 16 \
+      --seq_length 2048 --device cuda --steps 10 --warmup 2
+  # memory toward FLA bf16-fce's 22.1 GiB: the SwiGLU outputs recomputed in the backward (-3 GiB, ~+1 ms)
+  stage bench300m_lowmem ./gdn bench --config configs/gdn-300m.yaml --micro_batch_size 16 \
       --seq_length 2048 --device cuda --steps 10 --warmup 2 --recompute_swiglu true
   # where the step goes, per op (events around every op-table call; the table is in the log)
   stage bench300m_profile ./gdn bench --config configs/gdn-300m.yaml --micro_batch_size 16 --seq_length 2048 \
