@@ -169,7 +169,7 @@ finish() {
 {
 echo; echo "==================== summary ===================="
 printf "%-20s %s\n" stage result
-for k in build ops ops_bench model bench300m bench300m_lowmem bench300m_profile bench1b fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train \
+for k in build ops ops_bench model bench300m bench300m_cefit0 bench300m_lowmem bench300m_profile bench1b fla_init convert_from_hf fla_logits gdn_logits compare_logits fla_train \
          gdn_train_parity compare_fla train_short to_hf fla_logits_ours gdn_logits_ours compare_roundtrip decode_b1 decode_b16 decode_b64 \
          decode_nograph_b1 decode_nograph_b16 decode_nopdl_b1 decode_lmhead0_b1 decode_b2 decode_gemv_b2 decode_2persm_b2 decode_b4 decode_gemv_b4 decode_2persm_b4 decode_group1_b1 fla_decode_b1 fla_decode_b16 fla_decode_b64 eval_arc_bs32 eval_arc_bsauto \
          dp_w1 dp_w2 dp_compare dist \
@@ -179,7 +179,7 @@ done
 grep -h "fla_ms_per_step" "$OUT/fla_train.log" 2>/dev/null | tail -1
 grep -h "iteration-1 loss" "$OUT/compare_fla.log" 2>/dev/null
 grep -h "cosine" "$OUT/compare_logits.log" 2>/dev/null
-grep -h "^bench:" "$OUT/bench300m.log" "$OUT/bench300m_lowmem.log" "$OUT/bench1b.log" 2>/dev/null
+grep -h "^bench:" "$OUT/bench300m.log" "$OUT/bench300m_cefit0.log" "$OUT/bench300m_lowmem.log" "$OUT/bench1b.log" 2>/dev/null
 grep -h "gdn checkpoint -> HF" "$OUT/compare_roundtrip.log" 2>/dev/null
 for b in 1 16 64; do grep -h "^generate:" "$OUT/decode_b$b.log" 2>/dev/null | sed "s/^/batch $b: /"; done
 for b in 1 16; do grep -h "^generate:" "$OUT/decode_nograph_b$b.log" 2>/dev/null | sed "s/^/no graph, batch $b: /"; done
