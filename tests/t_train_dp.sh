@@ -4,7 +4,7 @@
 # micro-batches of the same global batch (same samples; only the fp32 order of the gradient sums differs),
 # the replicas stay identical (checked by the trainer at every save), rank 0 alone logs and saves, ZeRO-1
 # (plain, bucketed, overlapped) gives plain DDP's bits, a failing rank stops the others with its status,
-# and a hung one makes them stop within distributed_timeout_minutes.
+# a hung one makes them stop within distributed_timeout_minutes, and ZeRO-1 holds ~3/4 of the moments less a rank.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -90,6 +90,26 @@ same_ckpt('w4', 'z4')
 same_ckpt('w4', 'zb')
 same_ckpt('zb', 'zo')
 print('ZeRO-1 4 ranks == plain DDP 4 ranks, bucketed ZeRO-1 too; overlapped == not: losses and checkpoints bit for bit (10 steps)')
+PY
+# ZeRO-1's memory: rank 0 holds its shard of the AdamW moments only (on the CPU's fp32 backend the masters are the
+# weights, whole on every rank), so its allocated bytes (Megatron's mem-allocated-bytes) are 8 bytes x ~3/4 of the
+# parameters below plain DDP's at 4 ranks; the figure the 1B's per-GPU memory at the recipe's 8 GPUs rests on
+# (12 bytes a parameter / world size with bf16 weights: train/zero.h)
+m=(--nproc_per_node 4 --micro_batch_size 1 --train_iters 3 --save "" --log_memory_to_tensorboard true)
+./gdn train "${common[@]}" "${m[@]}" --tensorboard_dir "$tmp/mem_ddp" > "$tmp/mem_ddp.log"
+./gdn train "${common[@]}" "${m[@]}" --use_distributed_optimizer --tensorboard_dir "$tmp/mem_z" > "$tmp/mem_z.log"
+/usr/bin/python3 - "$tmp" <<'PY'
+import re, sys
+sys.path.insert(0, 'tests/report')
+import tbread
+tmp = sys.argv[1]
+P = int(re.search(r'([0-9,]+) parameters', open(f'{tmp}/mem_ddp.log').read()).group(1).replace(',', ''))
+alloc = {n: [v for _, v in tbread.read_dir(f'{tmp}/{n}')[0]['mem-allocated-bytes']] for n in ('mem_ddp', 'mem_z')}
+assert len(alloc['mem_ddp']) == len(alloc['mem_z']) == 3, alloc
+saved = alloc['mem_ddp'][-1] - alloc['mem_z'][-1]
+share = saved / (8 * P)   # of the moments' bytes, not held by rank 0
+assert 0.72 <= share <= 0.78, (P, alloc, share)
+print(f'ZeRO-1 at 4 ranks: rank 0 holds {saved} bytes less than plain DDP ({share:.3f} of the moments of {P} parameters)')
 PY
 # a rank that hangs (SIGSTOP): the others give up within distributed_timeout_minutes (0.1: 6 s) naming it,
 # the launcher stops it and exits non-zero (ranks are forked in rank order: the second child is rank 1)
