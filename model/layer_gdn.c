@@ -111,6 +111,8 @@ static void bwd(Model *m, int l, int B, int T, const void *dout) {
     be->gated_rmsnorm_bwd(g->do_, d->Vd, A(m, g->dP, c.g), c.Dp, GF(m, w->o_norm), g->don, d->Vd, b->o, d->Vd,
                           A(m, b->P, c.g), c.Dp, b->on_rstd, PF(m, w->o_norm), N, d->HV, d->dv);
     DeltaRuleArgs dr = delta_rule_args(m, b, B, T);
+    // the MLP's gate|up gradient buffer is dead during a GDN block's backward: the delta rule's temporaries may live there
+    dr.scratch = m->dGU, dr.scratch_bytes = m->dGU ? (size_t)N * 2 * d->F * be->act_bytes : 0;
     DeltaRuleGrads dg = {.dq = g->dQK, .dk = A(m, g->dQK, d->Kd), .lddqk = 2 * d->Kd, .dv = A(m, g->dC, c.v),
                          .lddv = c.Dc, .dbeta = g->dbeta, .dgamma = g->dgamma};
     be->delta_rule_bwd(&dr, g->do_, d->Vd, &dg);

@@ -300,3 +300,73 @@ void cases_delta(Rng *g, DeltaShape s, int big) {
     if (ds_fwd) memcpy(dsb->init_i, ds_fwd, (size_t)N * 4);
     else dsb->is_null = 1;
 }
+
+// delta_rule_bwd with the caller's scratch (bf16: the tensor-core path, which keeps its seven temporaries there when
+// they all fit) against the same call without it: every gradient bit for bit. A large scratch is used (its poison
+// overwritten) and nothing past it is written; a small one is left alone.
+void check_delta_scratch(const Backend *be) {
+    const int B = 2, T = 150, H = 2, HV = 4, dk = 64, dv = 64, N = B * T, NT = (T + GDN_CHUNK - 1) / GDN_CHUNK;
+    const size_t ab = (size_t)be->act_bytes, big = (size_t)8 << 20, GUARD_B = 4096;
+    Rng g = {0xd5c7};
+    const size_t nq = (size_t)N * H * dk, nv = (size_t)N * HV * dv, ng = (size_t)N * HV;
+    float *hx = xmalloc(nv * 4), *st = be->alloc(nv * 4);
+    void *q = be->alloc(nq * ab), *k = be->alloc(nq * ab), *v = be->alloc(nv * ab), *dO = be->alloc(nv * ab);
+    void *act[4] = {q, k, v, dO};
+    const size_t n[4] = {nq, nq, nv, nv};
+    for (int t = 0; t < 4; t++) {
+        for (size_t e = 0; e < n[t]; e++) hx[e] = (t < 2 ? 0.125f : 1.0f) * rng_normal(&g); // q, k about unit rows
+        be->memcpy_h2d(st, hx, n[t] * 4), be->to_act(act[t], st, n[t]);
+    }
+    float *beta = be->alloc(ng * 4), *gamma = be->alloc(ng * 4);
+    for (size_t e = 0; e < ng; e++) hx[e] = rng_uniform(&g, 0.05f, 0.95f);
+    be->memcpy_h2d(beta, hx, ng * 4);
+    for (size_t e = 0; e < ng; e++) hx[e] = rng_uniform(&g, -0.03f, 0.0f);
+    be->memcpy_h2d(gamma, hx, ng * 4);
+    void *h_save = be->alloc((size_t)B * HV * NT * dk * dv * ab), *o = be->alloc(nv * ab);
+    DeltaRuleArgs a = {.q = q, .k = k, .ldqk = H * dk, .v = v, .ldv = HV * dv, .beta = beta, .gamma = gamma,
+                       .h_save = h_save, .B = B, .T = T, .H = H, .HV = HV, .dk = dk, .dv = dv, .scale = 0.125f};
+    be->delta_rule_fwd(&a, o, HV * dv, NULL);
+    unsigned char *pattern = xmalloc(big + GUARD_B), *back = xmalloc(big + GUARD_B);
+    memset(pattern, 0xFF, big), memset(pattern + big, 0xA5, GUARD_B);
+    void *scr = be->alloc(big + GUARD_B);
+    const size_t sizes[3] = {0, big, 4096}; // none, all seven fit, too small
+    char *out[3][5];
+    int used[3] = {0, 0, 0}, guard_ok[3] = {1, 1, 1};
+    const size_t on[5] = {nq * ab, nq * ab, nv * ab, ng * 4, ng * 4};
+    for (int run = 0; run < 3; run++) {
+        void *dq = be->alloc(on[0]), *dk_ = be->alloc(on[1]), *dv_ = be->alloc(on[2]);
+        float *dbeta = be->alloc(on[3]), *dgamma = be->alloc(on[4]);
+        be->memcpy_h2d(scr, pattern, big + GUARD_B);
+        DeltaRuleArgs ar = a;
+        ar.scratch = run ? scr : NULL, ar.scratch_bytes = sizes[run];
+        DeltaRuleGrads dg = {.dq = dq, .dk = dk_, .lddqk = H * dk, .dv = dv_, .lddv = HV * dv, .dbeta = dbeta, .dgamma = dgamma};
+        be->delta_rule_bwd(&ar, dO, HV * dv, &dg);
+        be->memcpy_d2h(back, scr, big + GUARD_B);
+        if (run) {
+            used[run] = memcmp(back, pattern, sizes[run]) != 0;
+            guard_ok[run] = !memcmp(back + sizes[run], pattern + sizes[run], big + GUARD_B - sizes[run]);
+        }
+        void *dev[5] = {dq, dk_, dv_, dbeta, dgamma};
+        for (int x = 0; x < 5; x++) {
+            out[run][x] = xmalloc(on[x]);
+            be->memcpy_d2h(out[run][x], dev[x], on[x]);
+            be->free(dev[x]);
+        }
+    }
+    int same = 1;
+    for (int run = 1; run < 3; run++)
+        for (int x = 0; x < 5; x++) same &= !memcmp(out[0][x], out[run][x], on[x]);
+    const int want_used = ab == 2; // the fp32 mode's CUDA-core kernels keep their own temporaries
+    const int ok = same && used[1] == want_used && !used[2] && guard_ok[1] && guard_ok[2];
+    g_checks++;
+    if (!ok) g_failures++;
+    printf("%s %-62s %s  same bits: %s; 8 MiB scratch used: %s (want %s), 4 KiB: %s; guard: %s\n", ok ? "PASS" : "FAIL",
+           "delta_rule_bwd scratch B=2 T=150 H=2 HV=4 dk=dv=64", ab == 2 ? "bf16" : "fp32", same ? "yes" : "NO",
+           used[1] ? "yes" : "no", want_used ? "yes" : "no", used[2] ? "USED" : "untouched",
+           guard_ok[1] && guard_ok[2] ? "intact" : "WRITTEN");
+    for (int run = 0; run < 3; run++)
+        for (int x = 0; x < 5; x++) free(out[run][x]);
+    free(hx), free(pattern), free(back);
+    be->free(st), be->free(q), be->free(k), be->free(v), be->free(dO), be->free(beta), be->free(gamma);
+    be->free(h_save), be->free(o), be->free(scr);
+}
