@@ -119,6 +119,24 @@ __device__ __forceinline__ void load_D(int *Ds, const DrArgs &a, int b, int t0, 
 __device__ __forceinline__ bool dr_carried_ds(int ds, int t0) { return ds < t0 || ds == 0; }
 __device__ __forceinline__ bool dr_carried(const int *Ds, int t0, int r) { return dr_carried_ds(Ds[r], t0); }
 
+// A call's temporaries: all carved from the caller's scratch (DeltaRuleArgs.scratch, 256-byte steps) when they fit
+// there, else each from cu_scratch. Returns whether they were carved (then dr_temps_free frees nothing).
+inline bool dr_temps(void **out, const size_t *sz, int n, void *scratch, size_t scratch_bytes, const char *op) {
+    size_t need = 0;
+    for (int x = 0; x < n; x++) need += (sz[x] + 255) / 256 * 256;
+    const bool carve = scratch && scratch_bytes >= need && cu_aligned16(scratch);
+    char *at = (char *)scratch;
+    for (int x = 0; x < n; x++) {
+        out[x] = carve ? (void *)at : cu_scratch(sz[x], op);
+        if (carve) at += (sz[x] + 255) / 256 * 256;
+    }
+    return carve;
+}
+inline void dr_temps_free(void **p, int n, bool carved) {
+    if (!carved)
+        for (int x = 0; x < n; x++) cu_scratch_free(p[x]);
+}
+
 // Forward launchers (delta_rule_fwd.cu), also used by the backward to recompute what it needs.
 // intra: Gc, W, U (and Tm when a.Tm != NULL) for every chunk.
 template <typename T> void dr_run_intra(const DrArgs &a);

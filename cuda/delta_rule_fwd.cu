@@ -350,11 +350,14 @@ static void cu_delta_rule_fwd(const DeltaRuleArgs *in, void *o, int ldo, float *
         return;
     }
     const size_t rows = (size_t)B * HV * T_, states = (size_t)B * HV * a.NT * dk * dv;
-    a.Gc = (float *)cu_scratch(rows * sizeof(float), "delta_rule_fwd");
-    a.W = cu_scratch(rows * dk * sizeof(T), "delta_rule_fwd");
-    a.U = cu_scratch(rows * dv * sizeof(T), "delta_rule_fwd");
-    a.vnew = cu_scratch(rows * dv * sizeof(T), "delta_rule_fwd");
-    a.h = h_save ? h_save : cu_scratch(states * sizeof(T), "delta_rule_fwd");
+    // temporaries in the caller's scratch when all fit (training: the MLP's gate|up gradient buffer, free in the forward)
+    const size_t sz[5] = {rows * sizeof(float), rows * dk * sizeof(T), rows * dv * sizeof(T), rows * dv * sizeof(T),
+                          states * sizeof(T)};
+    void *tmp[5];
+    const int ntmp = h_save ? 4 : 5;
+    const bool carved = dr_temps(tmp, sz, ntmp, in->scratch, in->scratch_bytes, "delta_rule_fwd");
+    a.Gc = (float *)tmp[0], a.W = tmp[1], a.U = tmp[2], a.vnew = tmp[3];
+    a.h = h_save ? h_save : tmp[4];
     if (dr_use_tc(sizeof(T) == sizeof(bf16), dk, dv)) { // tensor cores (delta_rule_tc_fwd.cu)
         dr_tc_fwd(a);
     } else {
@@ -362,11 +365,7 @@ static void cu_delta_rule_fwd(const DeltaRuleArgs *in, void *o, int ldo, float *
         dr_run_state<T>(a);
         dr_run_out<T>(a);
     }
-    if (!h_save) cu_scratch_free(a.h);
-    cu_scratch_free(a.vnew);
-    cu_scratch_free(a.U);
-    cu_scratch_free(a.W);
-    cu_scratch_free(a.Gc);
+    dr_temps_free(tmp, ntmp, carved);
 }
 
 void cu_register_delta_rule_fwd(Backend *b, int use_bf16) {

@@ -40,7 +40,7 @@ typedef struct {
     int B, T, H, HV, dk, dv;
     float scale;                   // applied to q . k (dk^-1/2)
     const int32_t *doc_start;      // [N] packed documents (see the top); NULL = one document per row
-    void *scratch;                 // optional (delta_rule_bwd): a 16-byte aligned region free during the call where the
+    void *scratch;                 // optional: a 16-byte aligned region free during the call where the
     size_t scratch_bytes;          // op may keep its temporaries when they all fit (else its own memory; results equal)
 } DeltaRuleArgs;
 

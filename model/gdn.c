@@ -116,6 +116,7 @@ static void layout_acts(Model *m, int B, int T) {
     m->out = ACT(N * d->h);
     m->losses = F32(N);
     m->bwd_only = NULL, m->bwd_only_bytes = 0;
+    m->dGU = m->dH = NULL; // training only (the delta rule takes dGU as its scratch when it is set)
     if (m->training) {
         m->dy = ACT(N * d->h);
         // from ds0 to the kinds' gradients: buffers only the backward uses (dH also the forward's SwiGLU outputs

@@ -59,7 +59,10 @@ static DeltaRuleArgs delta_rule_args(const Model *m, const GdnActs *b, int B, in
     return (DeltaRuleArgs){.q = b->QK, .k = A(m, b->QK, d->Kd), .ldqk = 2 * d->Kd, .v = A(m, b->C, c.v), .ldv = c.Dc,
                            .beta = b->beta, .gamma = b->gamma, .h_save = b->h_save, .B = B, .T = T, .H = d->H,
                            .HV = d->HV, .dk = d->dk, .dv = d->dv, .scale = 1.0f / sqrtf((float)d->dk),
-                           .doc_start = doc_start(m, T)};
+                           .doc_start = doc_start(m, T),
+                           // training: the MLP's gate|up gradient buffer is free during a GDN block's forward and
+                           // backward, so the delta rule's temporaries may live there
+                           .scratch = m->dGU, .scratch_bytes = m->dGU ? (size_t)B * T * 2 * d->F * m->be->act_bytes : 0};
 }
 
 static void fwd(Model *m, int l, int B, int T, LayerState *ls) {
@@ -111,8 +114,6 @@ static void bwd(Model *m, int l, int B, int T, const void *dout) {
     be->gated_rmsnorm_bwd(g->do_, d->Vd, A(m, g->dP, c.g), c.Dp, GF(m, w->o_norm), g->don, d->Vd, b->o, d->Vd,
                           A(m, b->P, c.g), c.Dp, b->on_rstd, PF(m, w->o_norm), N, d->HV, d->dv);
     DeltaRuleArgs dr = delta_rule_args(m, b, B, T);
-    // the MLP's gate|up gradient buffer is dead during a GDN block's backward: the delta rule's temporaries may live there
-    dr.scratch = m->dGU, dr.scratch_bytes = m->dGU ? (size_t)N * 2 * d->F * be->act_bytes : 0;
     DeltaRuleGrads dg = {.dq = g->dQK, .dk = A(m, g->dQK, d->Kd), .lddqk = 2 * d->Kd, .dv = A(m, g->dC, c.v),
                          .lddv = c.Dc, .dbeta = g->dbeta, .dgamma = g->dgamma};
     be->delta_rule_bwd(&dr, g->do_, d->Vd, &dg);

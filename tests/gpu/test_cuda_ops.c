@@ -757,7 +757,7 @@ int main(int argc, char **argv) {
     if (!only || strstr("mem_stats", only)) check_mem_stats(g32);
     if (!only) check_bad_ids();
     if (!only || strstr("adamw_multi", only)) check_adamw_multi_per_run(g32, 0), check_adamw_multi_per_run(g16, 1);
-    if (!only || strstr("delta_rule_bwd", only)) check_delta_scratch(g32), check_delta_scratch(g16);
+    if (!only || strstr("delta_rule_fwd", only) || strstr("delta_rule_bwd", only)) check_delta_scratch(g32), check_delta_scratch(g16);
     if (!only || strstr("swiglu_bwd", only)) check_swiglu_recompute(g32), check_swiglu_recompute(g16);
     if (!only || strstr("lmhead_ce", only)) check_lmhead_scratch(g32), check_lmhead_scratch(g16), check_lmhead_scratch_fit(g32),
             check_lmhead_scratch_fit(g16);

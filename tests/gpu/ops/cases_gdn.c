@@ -301,9 +301,9 @@ void cases_delta(Rng *g, DeltaShape s, int big) {
     else dsb->is_null = 1;
 }
 
-// delta_rule_bwd with the caller's scratch (bf16: the tensor-core path, which keeps its seven temporaries there when
-// they all fit) against the same call without it: every gradient bit for bit. A large scratch is used (its poison
-// overwritten) and nothing past it is written; a small one is left alone.
+// delta_rule_fwd and _bwd with the caller's scratch against the same calls without it: o, h_save and every gradient
+// bit for bit. A large scratch is used (its poison overwritten; the backward's only by the bf16 tensor-core path,
+// which keeps its seven temporaries there) and nothing past it is written; a small one is left alone.
 void check_delta_scratch(const Backend *be) {
     const int B = 2, T = 150, H = 2, HV = 4, dk = 64, dv = 64, N = B * T, NT = (T + GDN_CHUNK - 1) / GDN_CHUNK;
     const size_t ab = (size_t)be->act_bytes, big = (size_t)8 << 20, GUARD_B = 4096;
@@ -325,11 +325,36 @@ void check_delta_scratch(const Backend *be) {
     void *h_save = be->alloc((size_t)B * HV * NT * dk * dv * ab), *o = be->alloc(nv * ab);
     DeltaRuleArgs a = {.q = q, .k = k, .ldqk = H * dk, .v = v, .ldv = HV * dv, .beta = beta, .gamma = gamma,
                        .h_save = h_save, .B = B, .T = T, .H = H, .HV = HV, .dk = dk, .dv = dv, .scale = 0.125f};
-    be->delta_rule_fwd(&a, o, HV * dv, NULL);
     unsigned char *pattern = xmalloc(big + GUARD_B), *back = xmalloc(big + GUARD_B);
     memset(pattern, 0xFF, big), memset(pattern + big, 0xA5, GUARD_B);
     void *scr = be->alloc(big + GUARD_B);
-    const size_t sizes[3] = {0, big, 4096}; // none, all seven fit, too small
+    const size_t sizes[3] = {0, big, 4096}; // none, all temporaries fit, too small
+    // the forward (both modes keep Gc, W, U, V_new there): o and h_save bit for bit
+    const size_t ob = nv * ab, hb = (size_t)B * HV * NT * dk * dv * ab;
+    char *fo[3], *fh[3];
+    int fused[3] = {0, 0, 0}, fguard[3] = {1, 1, 1};
+    for (int run = 2; run >= 0; run--) { // run 0 last: its h_save feeds the backward below
+        be->memcpy_h2d(scr, pattern, big + GUARD_B);
+        DeltaRuleArgs af = a;
+        af.scratch = run ? scr : NULL, af.scratch_bytes = sizes[run];
+        be->delta_rule_fwd(&af, o, HV * dv, NULL);
+        be->memcpy_d2h(back, scr, big + GUARD_B);
+        if (run) {
+            fused[run] = memcmp(back, pattern, sizes[run]) != 0;
+            fguard[run] = !memcmp(back + sizes[run], pattern + sizes[run], big + GUARD_B - sizes[run]);
+        }
+        fo[run] = xmalloc(ob), fh[run] = xmalloc(hb);
+        be->memcpy_d2h(fo[run], o, ob), be->memcpy_d2h(fh[run], h_save, hb);
+    }
+    int fsame = 1;
+    for (int run = 1; run < 3; run++) fsame &= !memcmp(fo[0], fo[run], ob) && !memcmp(fh[0], fh[run], hb);
+    const int fok = fsame && fused[1] && !fused[2] && fguard[1] && fguard[2];
+    g_checks++;
+    if (!fok) g_failures++;
+    printf("%s %-62s %s  same bits: %s; 8 MiB scratch used: %s, 4 KiB: %s; guard: %s\n", fok ? "PASS" : "FAIL",
+           "delta_rule_fwd scratch B=2 T=150 H=2 HV=4 dk=dv=64", ab == 2 ? "bf16" : "fp32", fsame ? "yes" : "NO",
+           fused[1] ? "yes" : "NO", fused[2] ? "USED" : "untouched", fguard[1] && fguard[2] ? "intact" : "WRITTEN");
+    for (int run = 0; run < 3; run++) free(fo[run]), free(fh[run]);
     char *out[3][5];
     int used[3] = {0, 0, 0}, guard_ok[3] = {1, 1, 1};
     const size_t on[5] = {nq * ab, nq * ab, nv * ab, ng * 4, ng * 4};
