@@ -122,13 +122,14 @@ __device__ __forceinline__ bool dr_carried(const int *Ds, int t0, int r) { retur
 // A call's temporaries: all carved from the caller's scratch (DeltaRuleArgs.scratch, 256-byte steps) when they fit
 // there, else each from cu_scratch. Returns whether they were carved (then dr_temps_free frees nothing).
 inline bool dr_temps(void **out, const size_t *sz, int n, void *scratch, size_t scratch_bytes, const char *op) {
+    auto step = [](size_t b) { return (b + 255) / 256 * 256; };
     size_t need = 0;
-    for (int x = 0; x < n; x++) need += (sz[x] + 255) / 256 * 256;
+    for (int x = 0; x < n; x++) need += step(sz[x]);
     const bool carve = scratch && scratch_bytes >= need && cu_aligned16(scratch);
     char *at = (char *)scratch;
     for (int x = 0; x < n; x++) {
         out[x] = carve ? (void *)at : cu_scratch(sz[x], op);
-        if (carve) at += (sz[x] + 255) / 256 * 256;
+        if (carve) at += step(sz[x]);
     }
     return carve;
 }

@@ -207,8 +207,6 @@ __global__ void ce_rows_bf16_kernel(bf16 *logits, int V, const int32_t *targets,
     }
 }
 
-// Blocks for the bf16 pass: CE_BLOCKS_PER_SM x multiprocessors (GDN_CUDA_CE_BLOCKS_PER_SM to tune; 0 = one
-// block per row); GDN_CUDA_CE_GRID forces a grid size (tests: rows > grid covers the row loop).
 // Rows per chunk when the caller's scratch holds fit rows, fewer than the R planned but at least half as many:
 // balanced chunks (a multiple of 128 rows, or of 8 for small ones) that fit it, so the logits need no memory of
 // their own (the 300M at micro-batch 16: 8 chunks of 4096 rows in the arena's 1,155 MiB of backward-only buffers
@@ -223,6 +221,8 @@ static int ce_fit_rows(int N, int R, size_t fit) {
     return R;
 }
 
+// Blocks for the bf16 pass: CE_BLOCKS_PER_SM x multiprocessors (GDN_CUDA_CE_BLOCKS_PER_SM to tune; 0 = one
+// block per row); GDN_CUDA_CE_GRID forces a grid size (tests: rows > grid covers the row loop).
 static unsigned ce_bf16_grid(int rows) {
     const char *grid = getenv("GDN_CUDA_CE_GRID"), *per = getenv("GDN_CUDA_CE_BLOCKS_PER_SM");
     long g = rows;
@@ -249,18 +249,20 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
     const size_t max_rows = bf16_logits ? 8192 : 4096; // 2 GiB of logits either way
     int R = (int)(rows_budget < 1 ? 1 : rows_budget > max_rows ? max_rows : rows_budget);
     const char *force = getenv("GDN_CUDA_CE_ROWS"); // tests: force small chunks to cover the chunk loop
-    if (force && atoi(force) > 0) R = atoi(force);
+    const bool forced = force && atoi(force) > 0;
+    if (forced) R = atoi(force);
     if (R > N) R = N;
     const bool in_place = bf16_logits || sizeof(T) == sizeof(float);
+    const bool scratch_ok = scratch && in_place && cu_aligned16(scratch); // 16-byte rows
     const char *fit_env = getenv("GDN_CUDA_CE_FIT"); // 0: keep R-row chunks in memory of their own (A/B)
-    if (!(force && atoi(force) > 0) && !(fit_env && !strcmp(fit_env, "0")) && scratch && in_place && cu_aligned16(scratch))
+    if (!forced && !(fit_env && !strcmp(fit_env, "0")) && scratch_ok)
         R = ce_fit_rows(N, R, scratch_bytes / ((size_t)V * logit_bytes));
     // The caller's scratch where a whole chunk fits (then the same chunks as without it: the same results), or where
     // it holds at least half of one, in smaller chunks that fit (ce_fit_rows; dE's fp32 sum then adds the chunks in
     // other groups, a reordering within fp32 rounding); else the logits get memory of their own (2 GiB at 8192 rows;
     // the arena's backward-only buffers hold a whole chunk from micro-batch ~32 of the 300M, and at 16 for the 1B)
     const size_t chunk_bytes = (size_t)R * V * logit_bytes;
-    const bool own = !(scratch && in_place && scratch_bytes >= chunk_bytes && cu_aligned16(scratch)); // 16-byte rows
+    const bool own = !(scratch_ok && scratch_bytes >= chunk_bytes);
     void *logits = own ? cu_scratch(chunk_bytes, "lmhead_ce logits") : scratch;
     T *dlogits = in_place ? (T *)logits : (T *)cu_scratch((size_t)R * V * sizeof(T), "lmhead_ce dlogits");
     const T *ya = (const T *)y;

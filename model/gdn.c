@@ -116,7 +116,7 @@ static void layout_acts(Model *m, int B, int T) {
     m->out = ACT(N * d->h);
     m->losses = F32(N);
     m->bwd_only = NULL, m->bwd_only_bytes = 0;
-    m->dGU = m->dH = NULL; // training only (the delta rule takes dGU as its scratch when it is set)
+    m->dGU = m->dH = NULL, m->dGU_bytes = 0; // training only (the delta rule takes dGU as its scratch when set)
     if (m->training) {
         m->dy = ACT(N * d->h);
         // from ds0 to the kinds' gradients: buffers only the backward uses (dH also the forward's SwiGLU outputs
@@ -125,6 +125,7 @@ static void layout_acts(Model *m, int B, int T) {
         const size_t bwd_only_off = m->arena_used;
         m->ds0 = ACT(N * d->h); m->ds1 = ACT(N * d->h);
         m->dGU = ACT(N * 2 * d->F); m->dH = ACT(N * d->F);
+        m->dGU_bytes = N * 2 * d->F * ab;
         // recompute_swiglu: every block's forward writes its SwiGLU output into dH (free until the backward),
         // and its backward recomputes it there from GU after dH is consumed
         if (m->cfg.recompute_swiglu)

@@ -63,6 +63,7 @@ typedef struct Model {
     float *losses;          // [N]
     // backward scratch: of the stream and the MLP, and per mixer kind
     void *dy, *ds0, *ds1, *dGU, *dH;
+    size_t dGU_bytes;       // training: dGU's size (free during a GDN block: the delta rule's scratch); 0 otherwise
     GdnGrads gdn_grads;
     AttnGrads attn_grads;
     float *scalars;         // [64] backend scalars: loss slots 0..31, MODEL_SLOT_SUMSQ, MODEL_SLOT_GSCALE

@@ -62,7 +62,7 @@ static DeltaRuleArgs delta_rule_args(const Model *m, const GdnActs *b, int B, in
                            .doc_start = doc_start(m, T),
                            // training: the MLP's gate|up gradient buffer is free during a GDN block's forward and
                            // backward, so the delta rule's temporaries may live there
-                           .scratch = m->dGU, .scratch_bytes = m->dGU ? (size_t)B * T * 2 * d->F * m->be->act_bytes : 0};
+                           .scratch = m->dGU, .scratch_bytes = m->dGU_bytes};
 }
 
 static void fwd(Model *m, int l, int B, int T, LayerState *ls) {

@@ -273,6 +273,33 @@ void check_swiglu_recompute(const Backend *be) {
     }
 }
 
+// lmhead_ce's inputs for the scratch checks, in backend memory: y [N, h] ~ N(0, 1) and E [V, h] ~ 0.3 N(0, 1) (act),
+// targets (-1, ignored, at rows n % every == at), the loss scale 1 / N.
+typedef struct {
+    void *y, *E;
+    int32_t *tg;
+    float *scale;
+} LmheadIn;
+static LmheadIn lmhead_inputs(const Backend *be, Rng *g, int N, int h, int V, int every, int at) {
+    const size_t ab = (size_t)be->act_bytes;
+    LmheadIn in = {be->alloc((size_t)N * h * ab), be->alloc((size_t)V * h * ab), be->alloc((size_t)N * 4), be->alloc(4)};
+    float *hy = xmalloc((size_t)V * h * 4), *st = be->alloc((size_t)V * h * 4);
+    for (int e = 0; e < N * h; e++) hy[e] = rng_normal(g);
+    be->memcpy_h2d(st, hy, (size_t)N * h * 4), be->to_act(in.y, st, (size_t)N * h);
+    for (int e = 0; e < V * h; e++) hy[e] = 0.3f * rng_normal(g);
+    be->memcpy_h2d(st, hy, (size_t)V * h * 4), be->to_act(in.E, st, (size_t)V * h);
+    int32_t *tg = xmalloc((size_t)N * 4);
+    for (int n = 0; n < N; n++) tg[n] = n % every == at ? -1 : (int)(rng_u64(g) % V);
+    be->memcpy_h2d(in.tg, tg, (size_t)N * 4);
+    const float scale = 1.0f / N;
+    be->memcpy_h2d(in.scale, &scale, 4);
+    free(tg), free(hy), be->free(st);
+    return in;
+}
+static void lmhead_inputs_free(const Backend *be, LmheadIn *in) {
+    be->free(in->y), be->free(in->E), be->free(in->tg), be->free(in->scale);
+}
+
 // lmhead_ce with the caller's scratch against the same call without it: losses, dy and dE bit for bit (the same
 // chunks, 16 rows each here). A scratch that holds one chunk is used (its poison overwritten) and nothing past it is
 // written; one a byte short is left alone (the op allocates instead). The bf16 mode with V % 8 != 0 (separate fp32
@@ -287,18 +314,7 @@ void check_lmhead_scratch(const Backend *be) {
         const int V = Vs[s];
         const size_t lb = ab == 2 && V % 8 == 0 ? 2 : 4, chunk = (size_t)R * V * lb, total = chunk + GUARD_B;
         const int usable = ab == 4 || V % 8 == 0;
-        float *hy = xmalloc((size_t)V * h * 4), *st = be->alloc((size_t)V * h * 4);
-        void *y = be->alloc((size_t)N * h * ab), *E = be->alloc((size_t)V * h * ab);
-        for (int e = 0; e < N * h; e++) hy[e] = rng_normal(&g);
-        be->memcpy_h2d(st, hy, (size_t)N * h * 4), be->to_act(y, st, (size_t)N * h);
-        for (int e = 0; e < V * h; e++) hy[e] = 0.3f * rng_normal(&g);
-        be->memcpy_h2d(st, hy, (size_t)V * h * 4), be->to_act(E, st, (size_t)V * h);
-        int32_t tg[50];
-        for (int n = 0; n < N; n++) tg[n] = n % 7 == 3 ? -1 : (int)(rng_u64(&g) % V);
-        int32_t *dtg = be->alloc(sizeof tg);
-        be->memcpy_h2d(dtg, tg, sizeof tg);
-        float scale = 1.0f / N, *dscale = be->alloc(4);
-        be->memcpy_h2d(dscale, &scale, 4);
+        LmheadIn in = lmhead_inputs(be, &g, N, h, V, 7, 3);
         unsigned char *pattern = xmalloc(total), *back = xmalloc(total);
         memset(pattern, 0xFF, chunk), memset(pattern + chunk, 0xA5, GUARD_B);
         void *scr = be->alloc(total);
@@ -310,7 +326,7 @@ void check_lmhead_scratch(const Backend *be) {
             dE[run] = be->alloc((size_t)V * h * 4);
             be->memset0(dE[run], (size_t)V * h * 4);
             be->memcpy_h2d(scr, pattern, total);
-            be->lmhead_ce(loss[run], dy[run], dE[run], y, E, dtg, N, h, V, dscale, run ? scr : NULL,
+            be->lmhead_ce(loss[run], dy[run], dE[run], in.y, in.E, in.tg, N, h, V, in.scale, run ? scr : NULL,
                           run == 1 ? chunk : run == 2 ? chunk - 1 : 0);
             be->memcpy_d2h(back, scr, total);
             used[run] = memcmp(back, pattern, chunk) != 0;
@@ -334,9 +350,9 @@ void check_lmhead_scratch(const Backend *be) {
         printf("%s %-62s %s  same bits: %s; a chunk's scratch used: %s (want %s), a byte short: %s; guard: %s\n",
                ok ? "PASS" : "FAIL", name, ab == 2 ? "bf16" : "fp32", same ? "yes" : "NO", used[1] ? "yes" : "no",
                usable ? "yes" : "no", used[2] ? "USED" : "untouched", guard_ok[1] && guard_ok[2] ? "intact" : "WRITTEN");
-        free(a), free(b), free(hy), free(pattern), free(back);
+        free(a), free(b), free(pattern), free(back);
         for (int run = 0; run < 3; run++) be->free(loss[run]), be->free(dy[run]), be->free(dE[run]);
-        be->free(st), be->free(y), be->free(E), be->free(dtg), be->free(dscale), be->free(scr);
+        lmhead_inputs_free(be, &in), be->free(scr);
     }
     unsetenv("GDN_CUDA_CE_ROWS");
 }
@@ -350,18 +366,8 @@ void check_lmhead_scratch_fit(const Backend *be) {
     const size_t ab = (size_t)be->act_bytes, lb = ab == 2 ? 2 : 4, row = (size_t)V * lb;
     const size_t sizes[2] = {30 * row + 7, 24 * row}; // 30 rows (>= N / 2: used, chunks of 24), 24 (< 25: not used)
     Rng g = {0x5c7a};
-    float *hy = xmalloc((size_t)V * h * 4), *st = be->alloc((size_t)V * h * 4);
-    void *y = be->alloc((size_t)N * h * ab), *E = be->alloc((size_t)V * h * ab);
-    for (int e = 0; e < N * h; e++) hy[e] = rng_normal(&g);
-    be->memcpy_h2d(st, hy, (size_t)N * h * 4), be->to_act(y, st, (size_t)N * h);
-    for (int e = 0; e < V * h; e++) hy[e] = 0.3f * rng_normal(&g);
-    be->memcpy_h2d(st, hy, (size_t)V * h * 4), be->to_act(E, st, (size_t)V * h);
-    int32_t tg[50];
-    for (int n = 0; n < N; n++) tg[n] = n % 9 == 4 ? -1 : (int)(rng_u64(&g) % V);
-    int32_t *dtg = be->alloc(sizeof tg);
-    be->memcpy_h2d(dtg, tg, sizeof tg);
-    float scale = 1.0f / N, *dscale = be->alloc(4);
-    be->memcpy_h2d(dscale, &scale, 4);
+    LmheadIn in = lmhead_inputs(be, &g, N, h, V, 9, 4);
+    float *st = be->alloc((size_t)N * h * 4); // dy to fp32
     const size_t total = sizes[0] + GUARD_B;
     unsigned char *pattern = xmalloc(total), *back = xmalloc(total);
     memset(pattern, 0xFF, total - GUARD_B), memset(pattern + total - GUARD_B, 0xA5, GUARD_B);
@@ -375,7 +381,7 @@ void check_lmhead_scratch_fit(const Backend *be) {
         be->memset0(dE[run], (size_t)V * h * 4);
         be->memcpy_h2d(scr, pattern, total);
         const size_t sb = run ? sizes[run - 1] : 0;
-        be->lmhead_ce(loss[run], dy[run], dE[run], y, E, dtg, N, h, V, dscale, run ? scr : NULL, sb);
+        be->lmhead_ce(loss[run], dy[run], dE[run], in.y, in.E, in.tg, N, h, V, in.scale, run ? scr : NULL, sb);
         be->memcpy_d2h(back, scr, total);
         if (run) used[run] = memcmp(back, pattern, sb) != 0, guard_ok[run] = !memcmp(back + sb, pattern + sb, total - sb);
         hl[run] = xmalloc((size_t)N * 4), hdE[run] = xmalloc((size_t)V * h * 4), hdy[run] = xmalloc((size_t)N * h * 4);
@@ -407,6 +413,6 @@ void check_lmhead_scratch_fit(const Backend *be) {
         be->free(loss[run]), be->free(dy[run]), be->free(dE[run]);
         free(hl[run]), free(hdE[run]), free(hdy[run]);
     }
-    free(hy), free(pattern), free(back);
-    be->free(st), be->free(y), be->free(E), be->free(dtg), be->free(dscale), be->free(scr);
+    free(pattern), free(back);
+    lmhead_inputs_free(be, &in), be->free(st), be->free(scr);
 }

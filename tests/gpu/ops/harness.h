@@ -133,7 +133,7 @@ typedef struct {
     int docs; // packed-document layout (doc_layout): 0 none, 1 fixed starts, 2 hundreds of short documents
 } DeltaShape;
 void cases_delta(Rng *g, DeltaShape s, int big);
-void check_delta_scratch(const Backend *be); // delta_rule_bwd with the caller's scratch == without, bits; no overrun
+void check_delta_scratch(const Backend *be); // delta_rule_fwd/_bwd with the caller's scratch == without, bits; no overrun
 // attn: softmax attention (qkv projection with RoPE, the attention itself)
 // docs: packed documents (doc_layout's layouts; 3: doc_layout_random's), training layout only
 typedef struct { int B, T, Ha, Hkv, d, window, pos, kvs, bias, pad, big, docs; } AttnShape;
