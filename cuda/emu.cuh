@@ -42,6 +42,32 @@ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t
 void cp_async(void *dst_shared, const void *src_global, int bytes);
 void cp_async_commit();
 void cp_async_wait(int newest_pending);
+// sm_90 (cuda/hopper.cuh states the semantics kept here):
+// The shared-space address of a pointer into dynamic shared memory. The emulated window starts at a shared
+// address that is not a multiple of 1024, so a kernel that assumes an aligned base fails its swizzle checks.
+uint32_t smem_addr(const void *p);
+// mbarriers in dynamic shared memory: phase, pending arrivals and transaction bytes kept by the emulator;
+// mbar_wait suspends the calling thread until the phase of that parity completes (a block where every
+// unfinished thread waits is reported as a deadlock).
+void mbar_init(uint64_t *bar, unsigned count);
+void mbar_arrive_expect_tx(uint64_t *bar, unsigned bytes);
+void mbar_arrive(uint64_t *bar);
+void mbar_wait(uint64_t *bar, unsigned parity);
+// Tensor maps: the host encodes a 2D bf16 map (128-byte swizzle, box_inner x 2 = 128 bytes) into the opaque
+// CUtensorMap bytes; tma_load_2d copies the box at (c0, c1) into dst (1024-byte aligned shared address), zeros
+// outside the tensor, the 128-byte swizzle applied on the absolute shared address, and counts the box's bytes
+// on bar.
+void tmap_encode_2d(void *map, const void *base, uint64_t inner, uint64_t outer, uint64_t row_bytes,
+                    uint32_t box_inner, uint32_t box_outer);
+void tma_load_2d(void *dst, const void *map, int c0, int c1, uint64_t *bar);
+// wgmma.mma_async m64nNk16 bf16 -> fp32, both operands by shared-memory descriptor (K-major, 128-byte swizzle
+// only): a warpgroup collective (its 128 threads reach the same call); performed, in issue order, when
+// wgmma_wait retires its commit group (inputs read then, not at issue); a thread that exits with wgmmas not
+// retired is an error.
+void wgmma_fence();
+void wgmma_commit();
+void wgmma_wait(int newest_pending);
+void wgmma_bf16(float *d, int n, uint64_t desc_a, uint64_t desc_b, int scale_d);
 } // namespace emu
 
 #define threadIdx (*emu::cur_tid)
@@ -53,6 +79,8 @@ void cp_async_wait(int newest_pending);
 #define __shared__ static
 #undef __launch_bounds__
 #define __launch_bounds__(...)
+#undef __grid_constant__
+#define __grid_constant__
 
 template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int lane_mask) {
     static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");

@@ -16,6 +16,7 @@
 // Check: C(i, j) lives at C[j * ldc + i] = Y[j][i] of the row-major Y, e.g. forward
 // C(n, m) = sum_k W[n][k] x[m][k] = y[m][n].
 #include "cuda/common.cuh"
+#include "cuda/gemm_wg.cuh"
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -24,6 +25,7 @@
 static cublasLtHandle_t g_lt;
 static cublasHandle_t g_blas; // the cublasGemmEx fallback
 static int g_force_gemmex;
+static int g_use_wg; // GDN_CUDA_GEMM=wg: the bf16 forward projections through our own GEMM (cuda/gemm_wg.cu)
 static int g_algo_rank; // GDN_CUDA_GEMM_ALGO
 static void *g_lt_ws;
 enum { ALGO_RANKS = 8 };
@@ -49,7 +51,11 @@ int cu_matmul_init(char *err, size_t errlen) {
     if (e != cudaSuccess)
         return set_err(err, errlen, "allocating the cuBLASLt workspace failed: %s", cudaGetErrorString(e));
     const char *gm = getenv("GDN_CUDA_GEMM");
+    if (gm && *gm && strcmp(gm, "ex") && strcmp(gm, "wg") && strcmp(gm, "lt"))
+        return set_err(err, errlen, "GDN_CUDA_GEMM=%s: expected lt (cuBLASLt, the default), ex (cublasGemmEx) or wg "
+                       "(our sm_90 GEMM for the bf16 forward projections)", gm);
     g_force_gemmex = gm && !strcmp(gm, "ex");
+    g_use_wg = gm && !strcmp(gm, "wg");
     const char *ar = getenv("GDN_CUDA_GEMM_ALGO");
     g_algo_rank = ar && atoi(ar) > 0 ? (atoi(ar) < ALGO_RANKS ? atoi(ar) : ALGO_RANKS - 1) : 0;
     return 0;
@@ -199,6 +205,10 @@ static void cu_matmul_fwd(void *y, int ldy, const void *x, int ldx, const void *
     if (M == 0 || N == 0) return;
     if (K == 0) { // an empty inner product: y = 0 (or unchanged)
         if (!accumulate) zero_rows(y, ldy, M, N, sizeof(T));
+        return;
+    }
+    if (sizeof(T) == 2 && g_use_wg && cu_gemm_wg_fits(y, ldy, x, ldx, W, K)) {
+        cu_gemm_wg("matmul_fwd", (bf16 *)y, ldy, (const bf16 *)x, ldx, (const bf16 *)W, K, M, N, K, accumulate);
         return;
     }
     cu_gemm("matmul_fwd", true, false, N, M, K, W, K, x, ldx, y, ldy, cu_dtype<T>(), cu_dtype<T>(),

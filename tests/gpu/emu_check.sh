@@ -4,6 +4,8 @@
 # and once in reverse order. No GPU needed: it checks the kernels' index math, shared-memory phases and
 # barriers, the cuBLASLt layout mapping and the whole test harness against the CPU twin. It cannot see
 # what only hardware shows (real concurrency between blocks, timing, nvcc-specific code generation).
+# First the emulator's own self-test (tests/gpu/emu/hopper_selftest.cc: its mbarrier, TMA and wgmma stand-ins
+# against host references, and the mistakes they must report).
 #
 #   bash tests/gpu/emu_check.sh [test_cuda_ops arguments...]     (default: --quick)
 # Objects go to build/emu/; other parts' sources are compiled from the tree as they are.
@@ -25,8 +27,14 @@ build() { # src obj compiler flags...
   fi
   objs+=("$obj")
 }
-for f in cuda/*.cu; do build "$f" "$OUT/$(basename "$f" .cu).o" g++ -x c++ "${CXXFLAGS[@]}"; done
 build tests/gpu/emu/cuda_emu.cc "$OUT/cuda_emu.o" g++ "${CXXFLAGS[@]}"
+# The sm_90 stand-ins (mbarriers, TMA, wgmma) against host references first: the kernels' checks rely on them.
+build tests/gpu/emu/hopper_selftest.cc "$OUT/hopper_selftest.o" g++ "${CXXFLAGS[@]}"
+unset 'objs[${#objs[@]}-1]' # it has its own main
+g++ -o "$OUT/hopper_selftest" "$OUT/hopper_selftest.o" "$OUT/cuda_emu.o"
+echo "== emulator self-test: sm_90 stand-ins"
+"$OUT/hopper_selftest"
+for f in cuda/*.cu; do build "$f" "$OUT/$(basename "$f" .cu).o" g++ -x c++ "${CXXFLAGS[@]}"; done
 # The CPU twin and the helpers it needs (not the rest of libgdn.a: this stays independent of other parts).
 for f in util/common.c model/adamw_plan.c cpu/*.c; do build "$f" "$OUT/c_$(basename "$f" .c).o" gcc "${CFLAGS[@]}"; done
 for f in tests/gpu/test_cuda_ops.c tests/gpu/ops/*.c; do build "$f" "$OUT/t_$(basename "$f" .c).o" gcc "${CFLAGS[@]}"; done
@@ -39,3 +47,13 @@ echo "== emulated CUDA backend, threads in order"
 OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" "${args[@]}"
 echo "== emulated CUDA backend, threads in reverse order"
 EMU_ORDER=reverse OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" "${args[@]}"
+if [ $# -eq 0 ]; then # our sm_90 GEMM on matmul_fwd's cases (the default routes them to cuBLASLt's stand-in)
+  for order in forward reverse; do
+    echo "== matmul_fwd through gemm_wg (GDN_CUDA_GEMM=wg), threads in $order order"
+    GDN_CUDA_GEMM=wg EMU_ORDER=$order EMU_COUNT_KERNEL=gemm_wg OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" --quick --only matmul_fwd \
+      2> "$OUT/wg_$order.err" || { cat "$OUT/wg_$order.err"; exit 1; }
+    n=$(sed -n 's/^cuda emu: \([0-9]*\) launches of gemm_wg$/\1/p' "$OUT/wg_$order.err")
+    [ "${n:-0}" -ge 4 ] || { echo "emu_check: gemm_wg ran ${n:-0} times under GDN_CUDA_GEMM=wg (expected >= 4)"; cat "$OUT/wg_$order.err"; exit 1; }
+    echo "gemm_wg launches: $n"
+  done
+fi

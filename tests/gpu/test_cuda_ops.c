@@ -51,6 +51,8 @@ static void build_cases(int quick) {
     cases_matmul(&g, 33, 24, 72, 5, 1, 0); // odd strides: unaligned rows for cuBLASLt
     cases_matmul(&g, 64, 96, 128, 0, 1, 0);
     cases_matmul(&g, 2048, 4096, 1024, 0, 0, 1);
+    cases_matmul(&g, 300, 520, 200, 0, 0, 0); // several 128 x 256 tiles with edges in M, N and K (GDN_CUDA_GEMM=wg)
+    cases_matmul(&g, 130, 264, 72, 8, 1, 0);  // accumulate, row strides past the width
     cases_conv(&g, 2, 70, 40, 4, 3, 1, 0, 0);
     cases_conv(&g, 3, 2, 24, 4, 0, 1, 0, 0);   // T < K-1: the state mixes state_in and x
     cases_conv(&g, 2, 1, 36, 4, 0, 1, 1, 0);   // decode: T=1, state in place
