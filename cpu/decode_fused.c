@@ -71,6 +71,13 @@ void cpu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W, int 
     free(h);
 }
 
+// the MLP's forward: the GEMM into [gate | up], then SwiGLU (the CUDA backend fuses them into one kernel)
+void cpu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, const void *W, int M, int F, int K) {
+    CPU_REQUIRE(gu && h && x && W, "matmul_swiglu_fwd", "NULL pointer (gu, h, x, W)");
+    cpu_matmul_fwd(gu, 2 * F, x, ldx, W, M, 2 * F, K, 0);
+    cpu_swiglu_fwd(h, gu, M, F);
+}
+
 void cpu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float *rstd, void *s_out, const void *x,
                             const void *resid, const float *nw, const void *E, int M, int h, int V, float eps) {
     CPU_REQUIRE(argmax && logits && y && rstd && x && nw && E, "lmhead_norm_argmax",

@@ -191,7 +191,8 @@ void cu_register_elementwise(Backend *b, int use_bf16);
 void cu_register_adamw(Backend *b, int use_bf16);
 void cu_register_attention(Backend *b, int use_bf16); // hybrid attention blocks (cuda/attention*.cu)
 void cu_register_gdn_decode(Backend *b, int use_bf16); // gdn_decode.cu: the fused decode token mixer
-void cu_register_gemv(Backend *b, int use_bf16);       // gemv.cu: small-M GEMMs with the norm / SwiGLU fused
+void cu_register_gemv(Backend *b, int use_bf16);
+void cu_register_gemm_wg(Backend *b, int use_bf16); // gemm_wg.cu: matmul_swiglu_fwd (after gemv)       // gemv.cu: small-M GEMMs with the norm / SwiGLU fused
 void cu_register_collectives(Backend *b); // collective.cu: NCCL (refusing stubs in the emulator)
 int cu_matmul_init(char *err, size_t errlen);
 
@@ -208,6 +209,9 @@ template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) { return __flo
 template <typename T> __device__ __forceinline__ float rnd(float x) { return to_f(from_f<T>(x)); }
 
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
+// silu(g) * u given s = sigmoid(g): one expression for swiglu_fwd, the backward's recomputation and the fused GEMM
+// epilogue (gemm_wg.cu), so all give the same bits
+__device__ __forceinline__ float swiglu_f(float g, float s, float u) { return g * s * u; }
 
 // Orders the shared-memory accesses of a warp's lanes (the emulator schedules lanes as fibers).
 __device__ __forceinline__ void cu_syncwarp() {

@@ -210,10 +210,6 @@ template <typename T> static void cu_embedding_bwd(float *dE, const void *dx, co
 // ---------------------------------------------------------------------------------------------------
 // SwiGLU: gu [N, 2F] = [gate | up]; y = silu(gate) * up
 
-// silu(g) * u given s = sigmoid(g): one expression for the forward and the backward's recomputation, so the
-// recomputed y is the forward's bits
-__device__ __forceinline__ float swiglu_f(float g, float s, float u) { return g * s * u; }
-
 template <typename T, int V> __global__ void swiglu_fwd_kernel(T *y, const T *gu, int N, int F) {
     const int per_row = F / V;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;

@@ -9,7 +9,7 @@
 // 128 x 256 tile and runs 4 wgmma m64n256k16 per stage (accumulators: 128 fp32 a thread), keeping one stage's
 // MMAs in flight while it waits for the next. The epilogue rounds to bf16 and goes through a per-warp shared
 // buffer so y is written in 16-byte row segments; meanwhile the producer already fills the ring for the block's
-// next tile. Tiles are visited in groups of GROUP_M row tiles, column tiles within a group, so the blocks
+// next tile. Tiles are visited in groups of 8 row tiles, column tiles within a group, so the blocks
 // running at once share their x and W tiles in L2.
 //
 // Numerics: each y element is one fp32 sum of K bf16 products (the tensor core's order), rounded once to bf16;
@@ -34,58 +34,59 @@ enum {
     WG_B_BYTES = WG_BN * WG_BK * 2, // 32 KB
     WG_STAGE_BYTES = WG_A_BYTES + WG_B_BYTES,
     WG_EPI_BYTES = 16 * WG_BN / 2 * 2, // per consumer warp: 16 rows x 128 columns of bf16 (half the tile's width)
-    WG_GROUP_M = 8,
     // ring (1024-aligned) + 8 epilogue buffers + 2 x STAGES mbarriers, + 1023 for aligning the ring
     WG_SMEM = 1023 + WG_STAGES * WG_STAGE_BYTES + 8 * WG_EPI_BYTES + 2 * WG_STAGES * 8,
 };
 
 struct WgGemmArgs {
-    CUtensorMap tm_x, tm_w; // x [M][K] and W [N][K], boxes of 64 x 128 and 64 x 256
+    CUtensorMap tm_x, tm_w; // x [M][K] and W [N][K], boxes of 64 x 128 and 64 x 256 (SwiGLU form: 64 x 128)
     bf16 *y;
     int ldy, M, N, K, accumulate;
+    bf16 *h; // the SwiGLU form: h [M, F] (row stride F) = swiglu(y), y = [gate | up] [M, 2F], N = 2F
+    int F;
+    int group_m; // row tiles per raster group (GDN_CUDA_WG_GROUP, default 8)
 };
 
-// tile t -> (row tile, column tile): groups of GROUP_M row tiles, column-major inside a group
-__device__ __forceinline__ void wg_tile_coords(int t, int tiles_m, int tiles_n, int &tm, int &tn) {
-    const int per_group = WG_GROUP_M * tiles_n, g = t / per_group, first = g * WG_GROUP_M;
-    const int rows = min(tiles_m - first, (int)WG_GROUP_M), r = t % per_group;
+// tile t -> (row tile, column tile): groups of G row tiles, column-major inside a group
+__device__ __forceinline__ void wg_tile_coords(int t, int tiles_m, int tiles_n, int G, int &tm, int &tn) {
+    const int per_group = G * tiles_n, g = t / per_group, first = g * G;
+    const int rows = min(tiles_m - first, G), r = t % per_group;
     tm = first + r % rows;
     tn = r / rows;
 }
 
-// The consumer warp's 16 x 128 half-tile (columns 128 h .. 128 h + 127 of its rows) from the accumulators into
-// its shared buffer (16-byte units swizzled by row: conflict-free fragment writes and row reads), then out to y.
-__device__ __forceinline__ void wg_store_half(const WgGemmArgs &a, const float (&acc)[128], int h, bf16 *buf,
-                                             int row0, int col0) {
+// 16 rows x 128 columns of a consumer warp's tile out to y (pointing at the block's first element, row stride ldy,
+// rows_left x cols_left of it inside the tensor), val(jj, i) giving the fp32 value of fragment element i of n8-tile jj
+// (0..15): rounded to bf16 into the warp's shared buffer (16-byte units swizzled by row: conflict-free fragment writes
+// and row reads), then out in 16-byte row segments.
+template <typename Val>
+__device__ __forceinline__ void wg_store16(bf16 *buf, bf16 *y, int ldy, int rows_left, int cols_left, Val val) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int jj = 0; jj < 16; jj++) { // n8 tiles of this half: unit jj of the row (8 columns = 16 bytes)
-        const int j = 16 * h + jj;
+    for (int jj = 0; jj < 16; jj++) // unit jj of the row (8 columns = 16 bytes); rows g and g + 8
 #pragma unroll
-        for (int half = 0; half < 2; half++) { // rows g and g + 8
+        for (int half = 0; half < 2; half++) {
             const int r = g + 8 * half;
-            bf16 *d = buf + r * 128 + ((jj ^ (r & 7)) * 8) + 2 * t;
-            d[0] = __float2bfloat16_rn(acc[4 * j + 2 * half]);
-            d[1] = __float2bfloat16_rn(acc[4 * j + 2 * half + 1]);
+            *reinterpret_cast<__nv_bfloat162 *>(buf + r * 128 + ((jj ^ (r & 7)) * 8) + 2 * t) =
+                __floats2bfloat162_rn(val(jj, 2 * half), val(jj, 2 * half + 1));
         }
-    }
     cu_syncwarp();
     // 16 rows x 16 units: lane reads unit (lane % 16) of rows 2 i + lane / 16
     const int u = lane & 15;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        const int r = 2 * i + (lane >> 4), row = row0 + r, col = col0 + 128 * h + 8 * u;
+        const int r = 2 * i + (lane >> 4), col = 8 * u;
         const uint4 v = *reinterpret_cast<const uint4 *>(buf + r * 128 + ((u ^ (r & 7)) * 8));
-        if (row >= a.M || col >= a.N) continue;
-        bf16 *yp = a.y + (size_t)row * a.ldy + col;
-        if (col + 8 <= a.N && !a.accumulate) {
+        if (r >= rows_left || col >= cols_left) continue;
+        bf16 *yp = y + (size_t)r * ldy + col;
+        if (col + 8 <= cols_left) {
             *reinterpret_cast<uint4 *>(yp) = v;
             continue;
         }
         const bf16 *vb = reinterpret_cast<const bf16 *>(&v);
-        for (int e = 0; e < 8 && col + e < a.N; e++) yp[e] = vb[e];
+        for (int e = 0; e < 8 && col + e < cols_left; e++) yp[e] = vb[e];
     }
-    cu_syncwarp(); // the buffer is rewritten by the next half
+    cu_syncwarp(); // the buffer is rewritten by the next call
 }
 
 // accumulate: y_old + acc in fp32, one rounding (the half-tile is written from fp32 values, not the staged bf16)
@@ -103,6 +104,10 @@ __device__ __forceinline__ void wg_store_acc(const WgGemmArgs &a, const float (&
         }
 }
 
+// SWIGLU: the tile's 256 columns are 128 gate rows of W (f0 .. f0 + 127, f0 = 128 x column tile) and the same 128
+// features' up rows (F + f0 ..): the epilogue writes both to y = [gate | up] and h = silu(gate) up from the rounded
+// values, swiglu_fwd's formula (the same bits as the GEMM followed by swiglu_fwd).
+template <bool SWIGLU>
 __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_constant__ WgGemmArgs a) {
     CU_DYN_SMEM(unsigned char, raw);
     unsigned char *ring = raw + ((1024u - (smem_u32(raw) & 1023u)) & 1023u);
@@ -110,7 +115,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_con
     uint64_t *full = reinterpret_cast<uint64_t *>(ring + WG_STAGES * WG_STAGE_BYTES + 8 * WG_EPI_BYTES);
     uint64_t *empty = full + WG_STAGES;
     const int wg = threadIdx.x / 128;
-    const int tiles_m = (a.M + WG_BM - 1) / WG_BM, tiles_n = (a.N + WG_BN - 1) / WG_BN, tiles = tiles_m * tiles_n;
+    const int tiles_m = (a.M + WG_BM - 1) / WG_BM, tiles = tiles_m * (SWIGLU ? a.F / 128 : (a.N + WG_BN - 1) / WG_BN);
+    const int tiles_n = tiles / tiles_m;
     const int kt_n = (a.K + WG_BK - 1) / WG_BK;
     if (threadIdx.x == 0) {
         for (int s = 0; s < WG_STAGES; s++) {
@@ -128,14 +134,19 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_con
             int it = 0; // stage uses so far: stage it % STAGES, its round it / STAGES
             for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
                 int tm, tn;
-                wg_tile_coords(t, tiles_m, tiles_n, tm, tn);
+                wg_tile_coords(t, tiles_m, tiles_n, a.group_m, tm, tn);
                 for (int kt = 0; kt < kt_n; kt++, it++) {
                     const int s = it % WG_STAGES;
                     mbar_wait(&empty[s], ((it / WG_STAGES) & 1) ^ 1); // a fresh barrier passes parity 1
                     unsigned char *st = ring + s * WG_STAGE_BYTES;
                     mbar_arrive_expect_tx(&full[s], WG_STAGE_BYTES);
                     tma_load_2d(st, &a.tm_x, kt * WG_BK, tm * WG_BM, &full[s]);
-                    tma_load_2d(st + WG_A_BYTES, &a.tm_w, kt * WG_BK, tn * WG_BN, &full[s]);
+                    if (SWIGLU) { // gate rows, then the same features' up rows
+                        tma_load_2d(st + WG_A_BYTES, &a.tm_w, kt * WG_BK, tn * 128, &full[s]);
+                        tma_load_2d(st + WG_A_BYTES + WG_B_BYTES / 2, &a.tm_w, kt * WG_BK, a.F + tn * 128, &full[s]);
+                    } else {
+                        tma_load_2d(st + WG_A_BYTES, &a.tm_w, kt * WG_BK, tn * WG_BN, &full[s]);
+                    }
                 }
             }
         }
@@ -148,7 +159,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_con
     int it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         int tm, tn;
-        wg_tile_coords(t, tiles_m, tiles_n, tm, tn);
+        wg_tile_coords(t, tiles_m, tiles_n, a.group_m, tm, tn);
         for (int kt = 0; kt < kt_n; kt++, it++) {
             const int s = it % WG_STAGES;
             mbar_wait(&full[s], (it / WG_STAGES) & 1);
@@ -167,12 +178,25 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_con
         wg_wait<0>();
         wg_fence_regs(acc);
         if ((threadIdx.x & 127) == 0) mbar_arrive(&empty[(it - 1) % WG_STAGES]);
-        const int row0 = tm * WG_BM + 64 * c + 16 * warp, col0 = tn * WG_BN;
-        if (a.accumulate) {
-            wg_store_acc(a, acc, row0, col0);
+        const int row0 = tm * WG_BM + 64 * c + 16 * warp, rows_left = a.M - row0;
+        if (SWIGLU) {
+            const int f0 = tn * 128;
+            bf16 *gu = a.y + (size_t)row0 * a.ldy;
+            wg_store16(buf, gu + f0, a.ldy, rows_left, a.F - f0, [&](int jj, int i) { return acc[4 * jj + i]; });
+            wg_store16(buf, gu + a.F + f0, a.ldy, rows_left, a.F - f0,
+                       [&](int jj, int i) { return acc[4 * (16 + jj) + i]; });
+            wg_store16(buf, a.h + (size_t)row0 * a.F + f0, a.F, rows_left, a.F - f0, [&](int jj, int i) {
+                const float g = rnd<bf16>(acc[4 * jj + i]), u = rnd<bf16>(acc[4 * (16 + jj) + i]);
+                return swiglu_f(g, sigmoid_f(g), u);
+            });
+        } else if (a.accumulate) {
+            wg_store_acc(a, acc, row0, tn * WG_BN);
         } else {
-            wg_store_half(a, acc, 0, buf, row0, col0);
-            wg_store_half(a, acc, 1, buf, row0, col0);
+            const int col0 = tn * WG_BN;
+            bf16 *y = a.y + (size_t)row0 * a.ldy + col0;
+            wg_store16(buf, y, a.ldy, rows_left, a.N - col0, [&](int jj, int i) { return acc[4 * jj + i]; });
+            wg_store16(buf, y + 128, a.ldy, rows_left, a.N - col0 - 128,
+                       [&](int jj, int i) { return acc[4 * (16 + jj) + i]; });
         }
     }
 }
@@ -227,6 +251,19 @@ bool cu_gemm_wg_fits(const void *y, int ldy, const void *x, int ldx, const void 
            ldw % 8 == 0;
 }
 
+static void wg_launch(const char *name, WgGemmArgs &a, bool swiglu, int tiles) {
+    static int group = -1; // a tuning knob for the benchmarks: any value gives the same results
+    if (group < 0) {
+        const char *e = getenv("GDN_CUDA_WG_GROUP");
+        group = e && atoi(e) > 0 ? atoi(e) : 8;
+    }
+    a.group_m = group;
+    const int sms = g_cu.sm_count > 0 ? g_cu.sm_count : 1;
+    const dim3 grid((unsigned)(tiles < sms ? tiles : sms));
+    if (swiglu) cu_launch(name, gemm_wg_kernel<true>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a);
+    else cu_launch(name, gemm_wg_kernel<false>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a);
+}
+
 // y[M, N] (row stride ldy) = x[M, K] (ldx) W[N, K]^T (ldw) (+ y with accumulate); see the top of the file.
 void cu_gemm_wg(const char *op, bf16 *y, int ldy, const bf16 *x, int ldx, const bf16 *W, int ldw, int M, int N, int K,
                 int accumulate) {
@@ -239,7 +276,56 @@ void cu_gemm_wg(const char *op, bf16 *y, int ldy, const bf16 *x, int ldx, const 
     cu_tmap_2d_bf16(&a.tm_x, x, (uint64_t)K, (uint64_t)M, (uint64_t)ldx * 2, WG_BK, WG_BM, op);
     cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)N, (uint64_t)ldw * 2, WG_BK, WG_BN, op);
     a.y = y, a.ldy = ldy, a.M = M, a.N = N, a.K = K, a.accumulate = accumulate;
-    const int tiles = ((M + WG_BM - 1) / WG_BM) * ((N + WG_BN - 1) / WG_BN);
-    const int sms = g_cu.sm_count > 0 ? g_cu.sm_count : 1;
-    cu_launch("gemm_wg", gemm_wg_kernel, dim3((unsigned)(tiles < sms ? tiles : sms)), dim3(WG_THREADS), (size_t)WG_SMEM, a);
+    wg_launch("gemm_wg", a, false, ((M + WG_BM - 1) / WG_BM) * ((N + WG_BN - 1) / WG_BN));
+}
+
+// gu[M, 2F] = x[M, K] W[2F, K]^T (W = [gate; up]) and h[M, F] = swiglu(gu), both dense; F a multiple of 128.
+void cu_gemm_wg_swiglu(const char *op, bf16 *gu, bf16 *h, const bf16 *x, int ldx, const bf16 *W, int M, int F, int K) {
+    CU_REQUIRE(M > 0 && F > 0 && K > 0 && F % 128 == 0, "gemm_wg_swiglu", "%s: M=%d F=%d (a multiple of 128) K=%d",
+               op, M, F, K);
+    CU_REQUIRE(cu_gemm_wg_fits(gu, 2 * F, x, ldx, W, K) && cu_aligned16(h), "gemm_wg_swiglu",
+               "%s: needs sm_90 and 16-byte aligned gu, h, x, W with row strides multiple of 8 (ldx=%d K=%d)", op, ldx,
+               K);
+    WgGemmArgs a;
+    memset(&a, 0, sizeof a);
+    cu_tmap_2d_bf16(&a.tm_x, x, (uint64_t)K, (uint64_t)M, (uint64_t)ldx * 2, WG_BK, WG_BM, op);
+    cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)(2 * F), (uint64_t)K * 2, WG_BK, 128, op);
+    a.y = gu, a.ldy = 2 * F, a.M = M, a.N = 2 * F, a.K = K, a.h = h, a.F = F;
+    wg_launch("gemm_wg_swiglu", a, true, ((M + WG_BM - 1) / WG_BM) * (F / 128));
+}
+
+// ---- ops: the forms for the table (registered after matmul, gemv and elementwise, whose ops they fall back to)
+template <typename T> struct WgUnfused {
+    static void (*matmul_fwd)(void *, int, const void *, int, const void *, int, int, int, int);
+    static void (*swiglu_fwd)(void *, const void *, int, int);
+};
+template <typename T> void (*WgUnfused<T>::matmul_fwd)(void *, int, const void *, int, const void *, int, int, int, int);
+template <typename T> void (*WgUnfused<T>::swiglu_fwd)(void *, const void *, int, int);
+static bool g_wg_on; // GDN_CUDA_GEMM=wg
+
+template <typename T>
+static void cu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, const void *W, int M, int F, int K) {
+    CU_REQUIRE(gu && h && x && W, "matmul_swiglu_fwd", "NULL pointer (gu, h, x, W)");
+    CU_REQUIRE(M >= 0 && F > 0 && K > 0 && ldx >= K, "matmul_swiglu_fwd", "bad shape M=%d F=%d K=%d ldx=%d", M, F, K,
+               ldx);
+    if (M == 0) return;
+    if (sizeof(T) == 2 && g_wg_on && M > 4 && F % 128 == 0 && cu_gemm_wg_fits(gu, 2 * F, x, ldx, W, K) &&
+        cu_aligned16(h)) {
+        cu_gemm_wg_swiglu("matmul_swiglu_fwd", (bf16 *)gu, (bf16 *)h, (const bf16 *)x, ldx, (const bf16 *)W, M, F, K);
+        return;
+    }
+    WgUnfused<T>::matmul_fwd(gu, 2 * F, x, ldx, W, M, 2 * F, K, 0);
+    WgUnfused<T>::swiglu_fwd(h, gu, M, F);
+}
+
+void cu_register_gemm_wg(Backend *b, int use_bf16) {
+    const char *gm = getenv("GDN_CUDA_GEMM");
+    g_wg_on = gm && !strcmp(gm, "wg");
+    if (use_bf16) {
+        WgUnfused<bf16>::matmul_fwd = b->matmul_fwd, WgUnfused<bf16>::swiglu_fwd = b->swiglu_fwd;
+        b->matmul_swiglu_fwd = cu_matmul_swiglu_fwd<bf16>;
+    } else {
+        WgUnfused<float>::matmul_fwd = b->matmul_fwd, WgUnfused<float>::swiglu_fwd = b->swiglu_fwd;
+        b->matmul_swiglu_fwd = cu_matmul_swiglu_fwd<float>;
+    }
 }

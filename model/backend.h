@@ -192,6 +192,10 @@ typedef struct Backend {
     // SwiGLU into a GEMM: y[M, N] = swiglu(gu)[M, K] . W[N, K]^T, gu [M, 2K] = [gate | up], as swiglu_fwd then
     // matmul_fwd (the product rounded to act first).
     void (*swiglu_matmul_fwd)(void *y, int ldy, const void *gu, const void *W, int M, int N, int K);
+    // A GEMM into SwiGLU (the MLP's forward): gu[M, 2F] = x[M, K] . W[2F, K]^T (row stride 2F; W = [gate; up]) and
+    // h[M, F] = swiglu_fwd(gu), the same bits as matmul_fwd then swiglu_fwd (a fused kernel computes h from the
+    // rounded gu in its epilogue, so gu is not read back).
+    void (*matmul_swiglu_fwd)(void *gu, void *h, const void *x, int ldx, const void *W, int M, int F, int K);
 
     // ---- softmax attention of a hybrid's attention blocks (spec hybrid.md §2). Query head j reads KV head
     // j / (Ha/Hkv); head dim d. Keys and values of sequence b are rows b*kv_bstride + (tau mod kv_bstride) of K and V

@@ -88,6 +88,8 @@
       (y, ldy, s_out, x, resid, nw, W, M, N, K, eps), N, K)                                                         \
     X(swiglu_matmul_fwd, (void *y, int ldy, const void *gu, const void *W, int M, int N, int K),                    \
       (y, ldy, gu, W, M, N, K), N, K)                                                                               \
+    X(matmul_swiglu_fwd, (void *gu, void *h, const void *x, int ldx, const void *W, int M, int F, int K),            \
+      (gu, h, x, ldx, W, M, F, K), 2 * F, K)                                                                        \
     X(attn_qkv_fwd,                                                                                                 \
       (void *Q, void *K, void *V, int kv_bstride, const void *P, int ldp, const float *bias, const int32_t *pos,     \
        int B, int T, int Ha, int Hkv, int d, float theta, const int32_t *doc_start),                                \

@@ -222,8 +222,7 @@ static void mlp_fwd(Model *m, int l, int N) {
     const ModelDims *d = &m->d;
     const LayerOffsets *w = &m->lay.layer[l];
     BlockActs *b = &m->blk[l];
-    be->matmul_fwd(b->GU, 2 * d->F, b->y_mlp, d->h, WA(m, w->gate_proj), N, 2 * d->F, d->h, 0);
-    be->swiglu_fwd(b->Hh, b->GU, N, d->F);
+    be->matmul_swiglu_fwd(b->GU, b->Hh, b->y_mlp, d->h, WA(m, w->gate_proj), N, d->F, d->h); // GU [N, 2F], Hh [N, F]
     be->matmul_fwd(m->out, d->h, b->Hh, d->F, WA(m, w->down_proj), N, d->h, d->F, 0);
 }
 

@@ -1029,7 +1029,7 @@ static void test_sums_and_memory(void) {
     HAS(from_act) HAS(embedding_fwd) HAS(embedding_bwd) HAS(rmsnorm_fwd) HAS(rmsnorm_bwd) HAS(matmul_fwd)
     HAS(matmul_bwd) HAS(conv_silu_fwd) HAS(conv_silu_bwd) HAS(l2norm_fwd) HAS(l2norm_bwd) HAS(gate_fwd)
     HAS(gate_bwd) HAS(delta_rule_fwd) HAS(delta_rule_bwd) HAS(gated_rmsnorm_fwd) HAS(gated_rmsnorm_bwd)
-    HAS(swiglu_fwd) HAS(swiglu_bwd) HAS(lmhead_ce) HAS(lmhead_logits) HAS(sum) HAS(sumsq) HAS(adamw)
+    HAS(swiglu_fwd) HAS(swiglu_bwd) HAS(matmul_swiglu_fwd) HAS(lmhead_ce) HAS(lmhead_logits) HAS(sum) HAS(sumsq) HAS(adamw)
     HAS(adamw_multi) HAS(clip_scale) HAS(mark) HAS(mark_ms)
 #undef HAS
     report(all, "backend_cpu(): every table entry is set");

@@ -47,13 +47,16 @@ echo "== emulated CUDA backend, threads in order"
 OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" "${args[@]}"
 echo "== emulated CUDA backend, threads in reverse order"
 EMU_ORDER=reverse OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" "${args[@]}"
-if [ $# -eq 0 ]; then # our sm_90 GEMM on matmul_fwd's cases (the default routes them to cuBLASLt's stand-in)
+if [ $# -eq 0 ]; then # our sm_90 GEMM on matmul_fwd's and matmul_swiglu_fwd's cases (the default: cuBLASLt's stand-in)
   for order in forward reverse; do
-    echo "== matmul_fwd through gemm_wg (GDN_CUDA_GEMM=wg), threads in $order order"
-    GDN_CUDA_GEMM=wg EMU_ORDER=$order EMU_COUNT_KERNEL=gemm_wg OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" --quick --only matmul_fwd \
-      2> "$OUT/wg_$order.err" || { cat "$OUT/wg_$order.err"; exit 1; }
-    n=$(sed -n 's/^cuda emu: \([0-9]*\) launches of gemm_wg$/\1/p' "$OUT/wg_$order.err")
-    [ "${n:-0}" -ge 4 ] || { echo "emu_check: gemm_wg ran ${n:-0} times under GDN_CUDA_GEMM=wg (expected >= 4)"; cat "$OUT/wg_$order.err"; exit 1; }
-    echo "gemm_wg launches: $n"
+    for pair in matmul_fwd:gemm_wg matmul_swiglu:gemm_wg_swiglu; do
+      op=${pair%%:*} kern=${pair##*:}
+      echo "== $op through $kern (GDN_CUDA_GEMM=wg), threads in $order order"
+      GDN_CUDA_GEMM=wg EMU_ORDER=$order EMU_COUNT_KERNEL=$kern OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" --quick --only $op \
+        2> "$OUT/wg_$order.err" || { cat "$OUT/wg_$order.err"; exit 1; }
+      n=$(sed -n "s/^cuda emu: \([0-9]*\) launches of $kern\$/\1/p" "$OUT/wg_$order.err")
+      [ "${n:-0}" -ge 2 ] || { echo "emu_check: $kern ran ${n:-0} times under GDN_CUDA_GEMM=wg (expected >= 2)"; cat "$OUT/wg_$order.err"; exit 1; }
+      echo "$kern launches: $n"
+    done
   done
 fi

@@ -128,6 +128,23 @@ void cases_matmul(Rng *g, int M, int N, int K, int pad, int acc, int big) {
     fill_normal(add_t(c, "dW", K_F32, R_ACC, N, K, 0, F32_GEMM, B16_GEMM32), g, 0, 1);
 }
 
+static void run_matmul_swiglu_fwd(const Backend *be, void **p, const Case *c) {
+    // x, W, gu, h;  i: M F K ldx
+    be->matmul_swiglu_fwd(p[2], p[3], p[0], c->i[3], p[1], c->i[0], c->i[1], c->i[2]);
+}
+
+// the MLP's forward, GEMM and SwiGLU as one op (GDN_CUDA_GEMM=wg fuses them when F % 128 == 0): gu against the CPU's
+// GEMM, h against swiglu of the CPU's gu (bf16: h is computed from the rounded gu, one more rounding)
+void cases_matmul_swiglu(Rng *g, int M, int F, int K, int pad, int big) {
+    const int ldx = K + pad;
+    Case *c = new_case("matmul_swiglu_fwd", run_matmul_swiglu_fwd, "M=%d F=%d K=%d ld+%d", M, F, K, pad);
+    c->i[0] = M, c->i[1] = F, c->i[2] = K, c->i[3] = ldx, c->big = big;
+    fill_normal(add_in(c, "x", K_ACT, M, K, ldx), g, 0, 1);
+    fill_normal(add_in(c, "W", K_ACT, 2 * F, K, 0), g, 0, 0.05f);
+    add_t(c, "gu", K_ACT, R_OUT, M, 2 * F, 0, F32_GEMM, B16_STORE);
+    add_t(c, "h", K_ACT, R_OUT, M, F, 0, F32_GEMM, B16_STORE2);
+}
+
 // mode 0: the gradient only; 1: dgu overwrites gu in place; 2: y recomputed too; 3: y overwrites dy in place (the
 // model's recompute_swiglu form)
 void cases_swiglu(Rng *g, int N, int F, int mode, int big) {

@@ -28,6 +28,8 @@ static const Tol F32_SUM = {1e-6f, "double sums in a different order, rounded to
 static const Tol B16_EXACT = {0.0f, "exact: bf16 values copied, or fp32 additions in the CPU's order"};
 static const Tol B16_STORE = {5e-3f, "one bf16 rounding of the output: <= 2^-8 (3.9e-3) of the element, so of "
                                      "max |ref|, plus fp32-order noise"};
+static const Tol B16_STORE2 = {1e-2f, "an output computed from two bf16-rounded intermediates (swiglu of the rounded "
+                                       "gate and up), then rounded: <= ~3 x 2^-8 of the element"};
 static const Tol B16_FP32 = {1e-5f, "fp32 output computed in fp32 from the same inputs: as the fp32 mode"};
 static const Tol B16_GEMM32 = {1e-4f, "fp32 output of a bf16 tensor-core GEMM: fp32 accumulation, order and "
                                       "internal alignment differ from a sequential sum"};
@@ -114,6 +116,7 @@ void cases_embedding(Rng *g, int N, int h, int V);
 void cases_rmsnorm(Rng *g, int N, int h, int resid, int alias_s, int big);
 void cases_matmul(Rng *g, int M, int N, int K, int pad, int acc, int big);
 void cases_swiglu(Rng *g, int N, int F, int mode, int big);
+void cases_matmul_swiglu(Rng *g, int M, int F, int K, int pad, int big);
 void cases_lmhead(Rng *g, int N, int h, int V, int with_grad, int chunk_rows, int big);
 void cases_logits_stats(Rng *g, int rows, int V, int with_logprob, int big);
 void cases_token_ring_push(Rng *g, int B, int K, int count0, int pushes);
