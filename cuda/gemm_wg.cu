@@ -235,6 +235,15 @@ void cu_tmap_2d_bf16(CUtensorMap *map, const void *base, uint64_t inner, uint64_
 #endif
 }
 
+bool cu_gemm_wg_enabled() {
+    static int on = -1;
+    if (on < 0) {
+        const char *gm = getenv("GDN_CUDA_GEMM");
+        on = gm && !strcmp(gm, "wg");
+    }
+    return on;
+}
+
 // Whether this GEMM can run here: sm_90, 16-byte aligned x, W, y and row strides (TMA and the 16-byte stores).
 bool cu_gemm_wg_fits(const void *y, int ldy, const void *x, int ldx, const void *W, int ldw) {
     static int sm90 = -1;
@@ -301,7 +310,6 @@ template <typename T> struct WgUnfused {
 };
 template <typename T> void (*WgUnfused<T>::matmul_fwd)(void *, int, const void *, int, const void *, int, int, int, int);
 template <typename T> void (*WgUnfused<T>::swiglu_fwd)(void *, const void *, int, int);
-static bool g_wg_on; // GDN_CUDA_GEMM=wg
 
 template <typename T>
 static void cu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, const void *W, int M, int F, int K) {
@@ -309,7 +317,7 @@ static void cu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, cons
     CU_REQUIRE(M >= 0 && F > 0 && K > 0 && ldx >= K, "matmul_swiglu_fwd", "bad shape M=%d F=%d K=%d ldx=%d", M, F, K,
                ldx);
     if (M == 0) return;
-    if (sizeof(T) == 2 && g_wg_on && M > 4 && F % 128 == 0 && cu_gemm_wg_fits(gu, 2 * F, x, ldx, W, K) &&
+    if (sizeof(T) == 2 && cu_gemm_wg_enabled() && M > 4 && F % 128 == 0 && cu_gemm_wg_fits(gu, 2 * F, x, ldx, W, K) &&
         cu_aligned16(h)) {
         cu_gemm_wg_swiglu("matmul_swiglu_fwd", (bf16 *)gu, (bf16 *)h, (const bf16 *)x, ldx, (const bf16 *)W, M, F, K);
         return;
@@ -319,8 +327,6 @@ static void cu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, cons
 }
 
 void cu_register_gemm_wg(Backend *b, int use_bf16) {
-    const char *gm = getenv("GDN_CUDA_GEMM");
-    g_wg_on = gm && !strcmp(gm, "wg");
     if (use_bf16) {
         WgUnfused<bf16>::matmul_fwd = b->matmul_fwd, WgUnfused<bf16>::swiglu_fwd = b->swiglu_fwd;
         b->matmul_swiglu_fwd = cu_matmul_swiglu_fwd<bf16>;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "cuda/common.cuh"
+#include "cuda/gemm_wg.cuh"
 
 enum { CE_THREADS = 512, CE_BLOCKS_PER_SM = 1 };
 static const size_t CE_CHUNK_BYTES = (size_t)2 << 30; // fp32 logits chunk budget (4096 rows at V = 128256)
@@ -273,8 +274,13 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
                "GDN_CUDA_CE_THREADS=%d: a multiple of 32 up to 1024 expected", ce_bf16_threads);
     for (int n0 = 0; n0 < N; n0 += R) {
         int rows = N - n0 < R ? N - n0 : R;
-        cu_gemm("lmhead_ce logits", true, false, V, rows, h, E, h, ya + (size_t)n0 * h, h, logits, V, cu_dtype<T>(),
-                bf16_logits ? CUDA_R_16BF : CUDA_R_32F, 0.0f);
+        if (bf16_logits && sizeof(T) == 2 && cu_gemm_wg_enabled() && rows > 4 &&
+            cu_gemm_wg_fits(logits, V, ya + (size_t)n0 * h, h, E, h))
+            cu_gemm_wg("lmhead_ce logits", (bf16 *)logits, V, (const bf16 *)(ya + (size_t)n0 * h), h, (const bf16 *)E,
+                       h, rows, V, h, 0);
+        else
+            cu_gemm("lmhead_ce logits", true, false, V, rows, h, E, h, ya + (size_t)n0 * h, h, logits, V,
+                    cu_dtype<T>(), bf16_logits ? CUDA_R_16BF : CUDA_R_32F, 0.0f);
         if (bf16_logits)
             cu_launch("lmhead_ce softmax", ce_rows_bf16_kernel,
                       dim3(ce_bf16_grid(rows)), dim3(ce_bf16_threads), 0, (bf16 *)logits, V, targets + n0,

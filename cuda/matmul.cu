@@ -207,7 +207,7 @@ static void cu_matmul_fwd(void *y, int ldy, const void *x, int ldx, const void *
         if (!accumulate) zero_rows(y, ldy, M, N, sizeof(T));
         return;
     }
-    if (sizeof(T) == 2 && g_use_wg && cu_gemm_wg_fits(y, ldy, x, ldx, W, K)) {
+    if (sizeof(T) == 2 && g_use_wg && M > 4 && cu_gemm_wg_fits(y, ldy, x, ldx, W, K)) {
         cu_gemm_wg("matmul_fwd", (bf16 *)y, ldy, (const bf16 *)x, ldx, (const bf16 *)W, K, M, N, K, accumulate);
         return;
     }

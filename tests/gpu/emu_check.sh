@@ -47,9 +47,9 @@ echo "== emulated CUDA backend, threads in order"
 OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" "${args[@]}"
 echo "== emulated CUDA backend, threads in reverse order"
 EMU_ORDER=reverse OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" "${args[@]}"
-if [ $# -eq 0 ]; then # our sm_90 GEMM on matmul_fwd's and matmul_swiglu_fwd's cases (the default: cuBLASLt's stand-in)
+if [ $# -eq 0 ]; then # our sm_90 GEMM on the cases of the ops it takes under GDN_CUDA_GEMM=wg (the default: cuBLASLt's stand-in)
   for order in forward reverse; do
-    for pair in matmul_fwd:gemm_wg matmul_swiglu:gemm_wg_swiglu; do
+    for pair in matmul_fwd:gemm_wg matmul_swiglu:gemm_wg_swiglu lmhead_ce:gemm_wg; do
       op=${pair%%:*} kern=${pair##*:}
       echo "== $op through $kern (GDN_CUDA_GEMM=wg), threads in $order order"
       GDN_CUDA_GEMM=wg EMU_ORDER=$order EMU_COUNT_KERNEL=$kern OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" --quick --only $op \
