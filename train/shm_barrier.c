@@ -2,52 +2,50 @@
 #include "shm_barrier.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 int shm_barrier_init(ShmBarrier *b, int world) {
     memset(b, 0, sizeof *b);
+    if (world < 1 || world > SHM_BARRIER_MAX) return -1;
     b->world = world;
-    pthread_mutexattr_t ma;
-    pthread_condattr_t ca;
-    if (pthread_mutexattr_init(&ma) || pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED) ||
-        pthread_mutex_init(&b->mu, &ma))
-        return -1;
-    if (pthread_condattr_init(&ca) || pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED) ||
-        pthread_cond_init(&b->cv, &ca))
-        return -1;
     return 0;
 }
 
-static int who_is_missing(const ShmBarrier *b, unsigned gen, int *missing) {
-    int n = 0;
-    for (int r = 0; r < b->world; r++) n += missing[r] = __atomic_load_n(&b->arrived[r], __ATOMIC_RELAXED) != gen + 1;
-    return n ? n : 1; // none seen behind: the lock's holder is (count it as one missing rank, unnamed)
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 int shm_barrier_wait(ShmBarrier *b, int rank, double timeout_s, int *missing) {
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl); // the clock of pthread_mutex_timedlock and of the condition (default)
-    dl.tv_sec += (time_t)timeout_s;
-    dl.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
-    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
-    unsigned gen = __atomic_load_n(&b->gen, __ATOMIC_RELAXED);
-    if (pthread_mutex_timedlock(&b->mu, &dl)) {
-        for (int r = 0; r < b->world; r++) missing[r] = 0;
-        return who_is_missing(b, gen, missing);
-    }
-    gen = b->gen;
+    const unsigned gen = __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE);
     __atomic_store_n(&b->arrived[rank], gen + 1, __ATOMIC_RELAXED);
-    if (++b->waiting == b->world) {
-        b->waiting = 0;
-        __atomic_store_n(&b->gen, gen + 1, __ATOMIC_RELAXED);
-        pthread_cond_broadcast(&b->cv);
-        pthread_mutex_unlock(&b->mu);
+    if (__atomic_add_fetch(&b->count, 1, __ATOMIC_ACQ_REL) == (unsigned)b->world) {
+        // the last to arrive: the count is reset before the generation moves on, so a rank that sees the new
+        // generation and enters the next barrier counts from zero
+        __atomic_store_n(&b->count, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&b->gen, gen + 1, __ATOMIC_RELEASE);
+        syscall(SYS_futex, &b->gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); // shared (not FUTEX_PRIVATE): other processes
         return 0;
     }
-    int rc = 0;
-    while (b->gen == gen && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&b->cv, &b->mu, &dl);
-    int n = b->gen == gen ? who_is_missing(b, gen, missing) : 0;
-    pthread_mutex_unlock(&b->mu);
-    return n;
+    const double deadline = now_s() + timeout_s;
+    while (__atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) == gen) {
+        const double left = deadline - now_s();
+        if (left <= 0) {
+            int n = 0;
+            for (int r = 0; r < b->world; r++)
+                n += missing[r] = __atomic_load_n(&b->arrived[r], __ATOMIC_RELAXED) != gen + 1;
+            // every rank arrived but the generation did not move: the last one stopped between the two stores
+            return n ? n : 1;
+        }
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        // sleeps while gen is unchanged (EAGAIN if it already moved, EINTR on a signal: the loop re-checks)
+        syscall(SYS_futex, &b->gen, FUTEX_WAIT, gen, &ts, NULL, 0);
+    }
+    return 0;
 }
