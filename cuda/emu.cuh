@@ -10,7 +10,7 @@
 // not every thread reaches is reported as a deadlock. `__shared__` becomes `static`, which is right
 // because only one block runs at a time. The CUDA runtime / cuBLASLt calls the backend makes are
 // implemented on host memory by tests/gpu/emu/cuda_emu.cc (GEMMs by a plain loop that checks the
-// layouts the way cuBLASLt does).
+// layouts the way cuBLASLt does); the sm_90 stand-ins (mbarriers, TMA, wgmma) by tests/gpu/emu/emu_sm90.cc.
 #pragma once
 #include <cuda_runtime.h> // types and declarations only
 #include <math.h>

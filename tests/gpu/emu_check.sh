@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # emu_check.sh: runs tests/gpu/test_cuda_ops.c (+ tests/gpu/ops/) --quick with the CUDA backend's kernels executed on the
-# CPU (cuda/emu.cuh + tests/gpu/emu/cuda_emu.cc), once with the threads of each block scheduled in order
+# CPU (cuda/emu.cuh + tests/gpu/emu/cuda_emu.cc and emu_sm90.cc), once with the threads of each block scheduled in order
 # and once in reverse order. No GPU needed: it checks the kernels' index math, shared-memory phases and
 # barriers, the cuBLASLt layout mapping and the whole test harness against the CPU twin. It cannot see
 # what only hardware shows (real concurrency between blocks, timing, nvcc-specific code generation).
@@ -28,10 +28,11 @@ build() { # src obj compiler flags...
   objs+=("$obj")
 }
 build tests/gpu/emu/cuda_emu.cc "$OUT/cuda_emu.o" g++ "${CXXFLAGS[@]}"
+build tests/gpu/emu/emu_sm90.cc "$OUT/emu_sm90.o" g++ "${CXXFLAGS[@]}"
 # The sm_90 stand-ins (mbarriers, TMA, wgmma) against host references first: the kernels' checks rely on them.
 build tests/gpu/emu/hopper_selftest.cc "$OUT/hopper_selftest.o" g++ "${CXXFLAGS[@]}"
 unset 'objs[${#objs[@]}-1]' # it has its own main
-g++ -o "$OUT/hopper_selftest" "$OUT/hopper_selftest.o" "$OUT/cuda_emu.o"
+g++ -o "$OUT/hopper_selftest" "$OUT/hopper_selftest.o" "$OUT/cuda_emu.o" "$OUT/emu_sm90.o"
 echo "== emulator self-test: sm_90 stand-ins"
 "$OUT/hopper_selftest"
 for f in cuda/*.cu; do build "$f" "$OUT/$(basename "$f" .cu).o" g++ -x c++ "${CXXFLAGS[@]}"; done

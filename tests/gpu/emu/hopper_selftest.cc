@@ -1,4 +1,4 @@
-// hopper_selftest.cc: checks the emulator's sm_90 stand-ins (cuda/emu.cuh, tests/gpu/emu/cuda_emu.cc) through
+// hopper_selftest.cc: checks the emulator's sm_90 stand-ins (cuda/emu.cuh, tests/gpu/emu/emu_sm90.cc) through
 // cuda/hopper.cuh before any kernel's results depend on them: TMA boxes of odd-sized bf16 matrices (zeros outside,
 // negative coordinates), the 128-byte swizzle as TMA writes it and wgmma descriptors read it (k16 steps of 32
 // bytes), every thread's accumulator fragment against a host replay of the emulator's arithmetic (bit for bit) and
