@@ -191,8 +191,8 @@ void cu_register_elementwise(Backend *b, int use_bf16);
 void cu_register_adamw(Backend *b, int use_bf16);
 void cu_register_attention(Backend *b, int use_bf16); // hybrid attention blocks (cuda/attention*.cu)
 void cu_register_gdn_decode(Backend *b, int use_bf16); // gdn_decode.cu: the fused decode token mixer
-void cu_register_gemv(Backend *b, int use_bf16);
-void cu_register_gemm_wg(Backend *b, int use_bf16); // gemm_wg.cu: matmul_swiglu_fwd (after gemv)       // gemv.cu: small-M GEMMs with the norm / SwiGLU fused
+void cu_register_gemv(Backend *b, int use_bf16);       // gemv.cu: small-M GEMMs with the norm / SwiGLU fused
+void cu_register_gemm_wg(Backend *b, int use_bf16);    // gemm_wg.cu: matmul_swiglu_fwd (after gemv)
 void cu_register_collectives(Backend *b); // collective.cu: NCCL (refusing stubs in the emulator)
 int cu_matmul_init(char *err, size_t errlen);
 

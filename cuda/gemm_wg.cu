@@ -235,15 +235,6 @@ void cu_tmap_2d_bf16(CUtensorMap *map, const void *base, uint64_t inner, uint64_
 #endif
 }
 
-bool cu_gemm_wg_enabled() {
-    static int on = -1;
-    if (on < 0) {
-        const char *gm = getenv("GDN_CUDA_GEMM");
-        on = gm && !strcmp(gm, "wg");
-    }
-    return on;
-}
-
 // Whether this GEMM can run here: sm_90, 16-byte aligned x, W, y and row strides (TMA and the 16-byte stores).
 bool cu_gemm_wg_fits(const void *y, int ldy, const void *x, int ldx, const void *W, int ldw) {
     static int sm90 = -1;
@@ -258,6 +249,15 @@ bool cu_gemm_wg_fits(const void *y, int ldy, const void *x, int ldx, const void 
     }
     return sm90 && cu_aligned16(y) && cu_aligned16(x) && cu_aligned16(W) && ldy % 8 == 0 && ldx % 8 == 0 &&
            ldw % 8 == 0;
+}
+
+bool cu_gemm_wg_takes(int M, const void *y, int ldy, const void *x, int ldx, const void *W, int ldw) {
+    static int on = -1; // GDN_CUDA_GEMM=wg (cu_matmul_init refuses other values than lt, ex, wg)
+    if (on < 0) {
+        const char *gm = getenv("GDN_CUDA_GEMM");
+        on = gm && !strcmp(gm, "wg");
+    }
+    return on && M > 4 && cu_gemm_wg_fits(y, ldy, x, ldx, W, ldw);
 }
 
 static void wg_launch(const char *name, WgGemmArgs &a, bool swiglu, int tiles) {
@@ -317,8 +317,7 @@ static void cu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, cons
     CU_REQUIRE(M >= 0 && F > 0 && K > 0 && ldx >= K, "matmul_swiglu_fwd", "bad shape M=%d F=%d K=%d ldx=%d", M, F, K,
                ldx);
     if (M == 0) return;
-    if (sizeof(T) == 2 && cu_gemm_wg_enabled() && M > 4 && F % 128 == 0 && cu_gemm_wg_fits(gu, 2 * F, x, ldx, W, K) &&
-        cu_aligned16(h)) {
+    if (sizeof(T) == 2 && F % 128 == 0 && cu_aligned16(h) && cu_gemm_wg_takes(M, gu, 2 * F, x, ldx, W, K)) {
         cu_gemm_wg_swiglu("matmul_swiglu_fwd", (bf16 *)gu, (bf16 *)h, (const bf16 *)x, ldx, (const bf16 *)W, M, F, K);
         return;
     }

@@ -4,10 +4,11 @@
 #pragma once
 #include "cuda/common.cuh"
 
-// GDN_CUDA_GEMM=wg (read once)
-bool cu_gemm_wg_enabled();
 // sm_90, y, x, W 16-byte aligned, row strides multiples of 8 elements
 bool cu_gemm_wg_fits(const void *y, int ldy, const void *x, int ldx, const void *W, int ldw);
+// The routing rule every caller applies to a bf16 GEMM of M rows: GDN_CUDA_GEMM=wg (read once), M > 4 (fewer rows
+// stay on the GEMVs / cuBLASLt) and cu_gemm_wg_fits.
+bool cu_gemm_wg_takes(int M, const void *y, int ldy, const void *x, int ldx, const void *W, int ldw);
 void cu_gemm_wg(const char *op, bf16 *y, int ldy, const bf16 *x, int ldx, const bf16 *W, int ldw, int M, int N, int K,
                 int accumulate);
 // gu[M, 2F] = x W^T (W = [gate; up], [2F, K]) and h[M, F] = swiglu(gu) in the epilogue; F a multiple of 128

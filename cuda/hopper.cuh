@@ -30,11 +30,7 @@
 #define GDN_NO_SM90A 1
 #endif
 
-#ifndef GDN_EMU
-#include <cuda.h> // CUtensorMap
-#else
-#include <cuda.h> // the type only: the emulator keeps its own fields in the opaque bytes
-#endif
+#include <cuda.h> // CUtensorMap (in the emulator the type only: it keeps its own fields in the opaque bytes)
 
 // ---- shared-memory addresses
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {

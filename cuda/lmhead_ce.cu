@@ -274,8 +274,7 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
                "GDN_CUDA_CE_THREADS=%d: a multiple of 32 up to 1024 expected", ce_bf16_threads);
     for (int n0 = 0; n0 < N; n0 += R) {
         int rows = N - n0 < R ? N - n0 : R;
-        if (bf16_logits && sizeof(T) == 2 && cu_gemm_wg_enabled() && rows > 4 &&
-            cu_gemm_wg_fits(logits, V, ya + (size_t)n0 * h, h, E, h))
+        if (bf16_logits && sizeof(T) == 2 && cu_gemm_wg_takes(rows, logits, V, ya + (size_t)n0 * h, h, E, h))
             cu_gemm_wg("lmhead_ce logits", (bf16 *)logits, V, (const bf16 *)(ya + (size_t)n0 * h), h, (const bf16 *)E,
                        h, rows, V, h, 0);
         else

@@ -25,7 +25,6 @@
 static cublasLtHandle_t g_lt;
 static cublasHandle_t g_blas; // the cublasGemmEx fallback
 static int g_force_gemmex;
-static int g_use_wg; // GDN_CUDA_GEMM=wg: the bf16 forward projections through our own GEMM (cuda/gemm_wg.cu)
 static int g_algo_rank; // GDN_CUDA_GEMM_ALGO
 static void *g_lt_ws;
 enum { ALGO_RANKS = 8 };
@@ -55,7 +54,6 @@ int cu_matmul_init(char *err, size_t errlen) {
         return set_err(err, errlen, "GDN_CUDA_GEMM=%s: expected lt (cuBLASLt, the default), ex (cublasGemmEx) or wg "
                        "(our sm_90 GEMM for the bf16 forward projections)", gm);
     g_force_gemmex = gm && !strcmp(gm, "ex");
-    g_use_wg = gm && !strcmp(gm, "wg");
     const char *ar = getenv("GDN_CUDA_GEMM_ALGO");
     g_algo_rank = ar && atoi(ar) > 0 ? (atoi(ar) < ALGO_RANKS ? atoi(ar) : ALGO_RANKS - 1) : 0;
     return 0;
@@ -207,7 +205,7 @@ static void cu_matmul_fwd(void *y, int ldy, const void *x, int ldx, const void *
         if (!accumulate) zero_rows(y, ldy, M, N, sizeof(T));
         return;
     }
-    if (sizeof(T) == 2 && g_use_wg && M > 4 && cu_gemm_wg_fits(y, ldy, x, ldx, W, K)) {
+    if (sizeof(T) == 2 && cu_gemm_wg_takes(M, y, ldy, x, ldx, W, K)) { // GDN_CUDA_GEMM=wg
         cu_gemm_wg("matmul_fwd", (bf16 *)y, ldy, (const bf16 *)x, ldx, (const bf16 *)W, K, M, N, K, accumulate);
         return;
     }

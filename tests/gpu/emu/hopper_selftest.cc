@@ -312,26 +312,21 @@ int main() {
         }
 
         // mistakes the emulator must report
-        expect_death("misaligned wgmma tile", "not 1024-byte aligned", [&] {
-            SingleArgs p = {&ma64, &mb256, single_coords, 256, SINGLE_MISALIGNED_DESC, out.data()};
-            run_single(p, 1);
-        });
-        expect_death("misaligned TMA destination", "tma_load_2d into shared", [&] {
-            SingleArgs p = {&ma64, &mb256, single_coords, 256, SINGLE_MISALIGNED_TMA, out.data()};
-            run_single(p, 1);
-        });
-        expect_death("wgmma never committed", "4 of them never committed", [&] {
-            SingleArgs p = {&ma64, &mb256, single_coords, 256, SINGLE_UNCOMMITTED, out.data()};
-            run_single(p, 1);
-        });
-        expect_death("wgmma committed, never retired", "wgmma of its warpgroup not retired (0 of them", [&] {
-            SingleArgs p = {&ma64, &mb256, single_coords, 256, SINGLE_UNRETIRED, out.data()};
-            run_single(p, 1);
-        });
-        expect_death("mbarrier used before init", "before its mbar_init", [&] {
-            SingleArgs p = {&ma64, &mb256, single_coords, 256, SINGLE_NO_INIT, out.data()};
-            run_single(p, 1);
-        });
+        static const struct {
+            const char *what, *message;
+            int variant;
+        } single_mistakes[] = {
+            {"misaligned wgmma tile", "not 1024-byte aligned", SINGLE_MISALIGNED_DESC},
+            {"misaligned TMA destination", "tma_load_2d into shared", SINGLE_MISALIGNED_TMA},
+            {"wgmma never committed", "4 of them never committed", SINGLE_UNCOMMITTED},
+            {"wgmma committed, never retired", "wgmma of its warpgroup not retired (0 of them", SINGLE_UNRETIRED},
+            {"mbarrier used before init", "before its mbar_init", SINGLE_NO_INIT},
+        };
+        for (const auto &mk : single_mistakes)
+            expect_death(mk.what, mk.message, [&] {
+                SingleArgs p = {&ma64, &mb256, single_coords, 256, mk.variant, out.data()};
+                run_single(p, 1);
+            });
         expect_death("pipeline that never releases its stages", "deadlock", [&] {
             PipeArgs p = {&ma128, &mb256, pipe_coords, kt_n, PIPE_NO_RELEASE, pout.data()};
             run_pipe(p, 1);
