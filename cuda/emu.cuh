@@ -60,14 +60,14 @@ void mbar_wait(uint64_t *bar, unsigned parity);
 void tmap_encode_2d(void *map, const void *base, uint64_t inner, uint64_t outer, uint64_t row_bytes,
                     uint32_t box_inner, uint32_t box_outer);
 void tma_load_2d(void *dst, const void *map, int c0, int c1, uint64_t *bar);
-// wgmma.mma_async m64nNk16 bf16 -> fp32, both operands by shared-memory descriptor (K-major, 128-byte swizzle
-// only): a warpgroup collective (its 128 threads reach the same call); performed, in issue order, when
-// wgmma_wait retires its commit group (inputs read then, not at issue); a thread that exits with wgmmas not
-// retired is an error.
+// wgmma.mma_async m64nNk16 bf16 -> fp32, both operands by shared-memory descriptor (128-byte swizzle only; K-major,
+// or MN-major where trans_a / trans_b is 1): a warpgroup collective (its 128 threads reach the same call);
+// performed, in issue order, when wgmma_wait retires its commit group (inputs read then, not at issue); a thread
+// that exits with wgmmas not retired is an error.
 void wgmma_fence();
 void wgmma_commit();
 void wgmma_wait(int newest_pending);
-void wgmma_bf16(float *d, int n, uint64_t desc_a, uint64_t desc_b, int scale_d);
+void wgmma_bf16(float *d, int n, uint64_t desc_a, uint64_t desc_b, int scale_d, int trans_a, int trans_b);
 } // namespace emu
 
 #define threadIdx (*emu::cur_tid)

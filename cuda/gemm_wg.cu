@@ -1,6 +1,13 @@
-// gemm_wg.cu: y[M, N] = x[M, K] W[N, K]^T (bf16 inputs, fp32 accumulation, bf16 y) on sm_90's warpgroup MMAs,
-// the first of our own GEMMs (notes/PERF.md, "the road to 1.25x": the lm head's statistics, SwiGLU and RMSNorm
-// need GEMMs whose prologue and epilogue are ours; cuBLASLt has none of those epilogues).
+// gemm_wg.cu: the projections' GEMMs on sm_90's warpgroup MMAs (bf16 inputs, fp32 accumulation), our own (notes/PERF.md,
+// "the road to 1.25x": the lm head's statistics, SwiGLU and RMSNorm need GEMMs whose prologue and epilogue are
+// ours; cuBLASLt has none of those epilogues). Four forms of one kernel:
+//   FWD     y[M, N] = x[M, K] W[N, K]^T (bf16 y, optionally + y)       A = x K-major, B = W K-major
+//   SWIGLU  the same with W = [gate; up] and h = swiglu(y) in the epilogue
+//   DX      dx[M, K] = dy[M, N] W[N, K] (bf16, optionally + dx)        A = dy K-major, B = W MN-major
+//   DW      dW[N, K] += dy[M, N]^T x[M, K] (fp32)                      A = dy MN-major, B = x MN-major
+// (in the kernel's own terms a tile is always [128 x 256] of its output, summed over its reduction dimension; the
+// MN-major operands are the backward's transposes, read by TMA boxes of 64 x 64 and MN-major descriptors, so no
+// operand is ever copied transposed).
 //
 // Structure (as CUTLASS's sm90 "warp-specialized cooperative" kernels): a persistent grid, one block per SM of
 // 3 warpgroups. Warpgroup 0 is the producer: one thread loads each 64-wide K slice of the block's x tile
@@ -38,10 +45,15 @@ enum {
     WG_SMEM = 1023 + WG_STAGES * WG_STAGE_BYTES + 8 * WG_EPI_BYTES + 2 * WG_STAGES * 8,
 };
 
+enum { WG_FWD, WG_SWIGLU, WG_DX, WG_DW }; // the kernel's forms (top of the file)
+
 struct WgGemmArgs {
-    CUtensorMap tm_x, tm_w; // x [M][K] and W [N][K], boxes of 64 x 128 and 64 x 256 (SwiGLU form: 64 x 128)
+    // A and B as TMA maps: FWD x [M][K], W [N][K] (boxes 64 x 128, 64 x 256; SWIGLU 64 x 128); DX dy (64 x 128), W
+    // (64 x 64 boxes along its rows, the output's columns); DW dy and x, both 64 x 64 boxes along their rows
+    CUtensorMap tm_x, tm_w;
     bf16 *y;
-    int ldy, M, N, K, accumulate;
+    float *yf; // DW: the fp32 output (row stride ldy)
+    int ldy, M, N, K, accumulate; // the output [M x N], the reduction K (the form's own terms)
     bf16 *h; // the SwiGLU form: h [M, F] (row stride F) = swiglu(y), y = [gate | up] [M, 2F], N = 2F
     int F;
     int group_m; // row tiles per raster group (GDN_CUDA_WG_GROUP, default 8)
@@ -104,11 +116,35 @@ __device__ __forceinline__ void wg_store_acc(const WgGemmArgs &a, const float (&
         }
 }
 
+// DW: yf += acc in fp32 (a gradient accumulator), 8-byte pairs where the row allows
+__device__ __forceinline__ void wg_store_f32acc(const WgGemmArgs &a, const float (&acc)[128], int row0, int col0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const bool pairs = (a.ldy % 2) == 0 && (reinterpret_cast<uintptr_t>(a.yf) & 7) == 0;
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int row = row0 + g + 8 * half, col = col0 + 8 * j + 2 * t;
+            if (row >= a.M || col >= a.N) continue;
+            float *yp = a.yf + (size_t)row * a.ldy + col;
+            const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
+            if (pairs && col + 1 < a.N) {
+                float2 o = *reinterpret_cast<float2 *>(yp);
+                o.x += v0, o.y += v1;
+                *reinterpret_cast<float2 *>(yp) = o;
+            } else {
+                yp[0] += v0;
+                if (col + 1 < a.N) yp[1] += v1;
+            }
+        }
+}
+
 // SWIGLU: the tile's 256 columns are 128 gate rows of W (f0 .. f0 + 127, f0 = 128 x column tile) and the same 128
 // features' up rows (F + f0 ..): the epilogue writes both to y = [gate | up] and h = silu(gate) up from the rounded
 // values, swiglu_fwd's formula (the same bits as the GEMM followed by swiglu_fwd).
-template <bool SWIGLU>
+template <int FORM>
 __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_constant__ WgGemmArgs a) {
+    constexpr bool SWIGLU = FORM == WG_SWIGLU, A_MN = FORM == WG_DW, B_MN = FORM == WG_DX || FORM == WG_DW;
     CU_DYN_SMEM(unsigned char, raw);
     unsigned char *ring = raw + ((1024u - (smem_u32(raw) & 1023u)) & 1023u);
     bf16 *epi = reinterpret_cast<bf16 *>(ring + WG_STAGES * WG_STAGE_BYTES);
@@ -140,8 +176,16 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_con
                     mbar_wait(&empty[s], ((it / WG_STAGES) & 1) ^ 1); // a fresh barrier passes parity 1
                     unsigned char *st = ring + s * WG_STAGE_BYTES;
                     mbar_arrive_expect_tx(&full[s], WG_STAGE_BYTES);
-                    tma_load_2d(st, &a.tm_x, kt * WG_BK, tm * WG_BM, &full[s]);
-                    if (SWIGLU) { // gate rows, then the same features' up rows
+                    if (A_MN) { // dy^T: the two consumers' 64 output rows, 64 of the reduction each
+                        tma_load_2d(st, &a.tm_x, tm * WG_BM, kt * WG_BK, &full[s]);
+                        tma_load_2d(st + WG_A_BYTES / 2, &a.tm_x, tm * WG_BM + 64, kt * WG_BK, &full[s]);
+                    } else {
+                        tma_load_2d(st, &a.tm_x, kt * WG_BK, tm * WG_BM, &full[s]);
+                    }
+                    if (B_MN) { // four 64-column blocks of the output, 64 of the reduction each, 8 KB apart
+                        for (int j = 0; j < WG_BN / 64; j++)
+                            tma_load_2d(st + WG_A_BYTES + j * 8192, &a.tm_w, tn * WG_BN + 64 * j, kt * WG_BK, &full[s]);
+                    } else if (SWIGLU) { // gate rows, then the same features' up rows
                         tma_load_2d(st + WG_A_BYTES, &a.tm_w, kt * WG_BK, tn * 128, &full[s]);
                         tma_load_2d(st + WG_A_BYTES + WG_B_BYTES / 2, &a.tm_w, kt * WG_BK, a.F + tn * 128, &full[s]);
                     } else {
@@ -167,8 +211,10 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_con
             const uint32_t wa = smem_u32(ring + s * WG_STAGE_BYTES + WG_A_BYTES);
             wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < WG_BK / 16; kk++)
-                wgmma_m64n256k16(acc, wg_desc_sw128(xa + 32 * kk), wg_desc_sw128(wa + 32 * kk), kt > 0 || kk > 0);
+            for (int kk = 0; kk < WG_BK / 16; kk++) // K-major: k16 steps of 32 bytes; MN-major: of 16 rows
+                wgmma_m64n256k16<A_MN, B_MN>(acc, A_MN ? wg_desc_mn_sw128(xa + 2048 * kk, 8192) : wg_desc_sw128(xa + 32 * kk),
+                                             B_MN ? wg_desc_mn_sw128(wa + 2048 * kk, 8192) : wg_desc_sw128(wa + 32 * kk),
+                                             kt > 0 || kk > 0);
             wg_commit();
             // the previous stage's MMAs are done once at most this one's group is pending: release that stage
             wg_wait<1>();
@@ -189,6 +235,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_con
                 const float g = rnd<bf16>(acc[4 * jj + i]), u = rnd<bf16>(acc[4 * (16 + jj) + i]);
                 return swiglu_f(g, sigmoid_f(g), u);
             });
+        } else if (FORM == WG_DW) {
+            wg_store_f32acc(a, acc, row0, tn * WG_BN);
         } else if (a.accumulate) {
             wg_store_acc(a, acc, row0, tn * WG_BN);
         } else {
@@ -251,16 +299,41 @@ bool cu_gemm_wg_fits(const void *y, int ldy, const void *x, int ldx, const void 
            ldw % 8 == 0;
 }
 
-bool cu_gemm_wg_takes(int M, const void *y, int ldy, const void *x, int ldx, const void *W, int ldw) {
+static bool wg_on() {
     static int on = -1; // GDN_CUDA_GEMM=wg (cu_matmul_init refuses other values than lt, ex, wg)
     if (on < 0) {
         const char *gm = getenv("GDN_CUDA_GEMM");
         on = gm && !strcmp(gm, "wg");
     }
-    return on && M > 4 && cu_gemm_wg_fits(y, ldy, x, ldx, W, ldw);
+    return on;
 }
 
-static void wg_launch(const char *name, WgGemmArgs &a, bool swiglu, int tiles) {
+bool cu_gemm_wg_takes(int M, const void *y, int ldy, const void *x, int ldx, const void *W, int ldw) {
+    return wg_on() && M > 4 && cu_gemm_wg_fits(y, ldy, x, ldx, W, ldw);
+}
+
+// GDN_CUDA_WG_BWD=0 keeps the backward's GEMMs on cuBLASLt under GDN_CUDA_GEMM=wg (an A/B switch: the forward's
+// GEMMs measured alone); 1, the default, sends them to gemm_wg too.
+bool cu_gemm_wg_bwd_on() {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("GDN_CUDA_WG_BWD");
+        if (e && *e && strcmp(e, "0") && strcmp(e, "1")) die("GDN_CUDA_WG_BWD=%s: expected 0 or 1", e);
+        on = !(e && !strcmp(e, "0"));
+    }
+    return on && wg_on();
+}
+
+// dW's tiles are [128 x 256] of dW itself, each summing over all M rows: few tiles leave SMs idle for the whole
+// GEMM (cuBLASLt splits the sum there), so it takes shapes whose tiles fill at least 3/4 of the SMs' waves.
+bool cu_gemm_wg_dw_takes(int M, int N, int K, const float *dW, const void *dy, int lddy, const void *x, int ldx) {
+    if (!cu_gemm_wg_bwd_on() || M <= 4 || !cu_gemm_wg_fits(dW, 8, dy, lddy, x, ldx)) return false;
+    const long sms = g_cu.sm_count > 0 ? g_cu.sm_count : 1;
+    const long tiles = (long)((N + WG_BM - 1) / WG_BM) * ((K + WG_BN - 1) / WG_BN), waves = (tiles + sms - 1) / sms;
+    return 4 * tiles >= 3 * waves * sms;
+}
+
+static void wg_launch(const char *name, WgGemmArgs &a, int form, int tiles) {
     static int group = -1; // a tuning knob for the benchmarks: any value gives the same results
     if (group < 0) {
         const char *e = getenv("GDN_CUDA_WG_GROUP");
@@ -269,8 +342,12 @@ static void wg_launch(const char *name, WgGemmArgs &a, bool swiglu, int tiles) {
     a.group_m = group;
     const int sms = g_cu.sm_count > 0 ? g_cu.sm_count : 1;
     const dim3 grid((unsigned)(tiles < sms ? tiles : sms));
-    if (swiglu) cu_launch(name, gemm_wg_kernel<true>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a);
-    else cu_launch(name, gemm_wg_kernel<false>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a);
+    switch (form) {
+    case WG_FWD: cu_launch(name, gemm_wg_kernel<WG_FWD>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a); break;
+    case WG_SWIGLU: cu_launch(name, gemm_wg_kernel<WG_SWIGLU>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a); break;
+    case WG_DX: cu_launch(name, gemm_wg_kernel<WG_DX>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a); break;
+    default: cu_launch(name, gemm_wg_kernel<WG_DW>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a); break;
+    }
 }
 
 // y[M, N] (row stride ldy) = x[M, K] (ldx) W[N, K]^T (ldw) (+ y with accumulate); see the top of the file.
@@ -285,7 +362,7 @@ void cu_gemm_wg(const char *op, bf16 *y, int ldy, const bf16 *x, int ldx, const 
     cu_tmap_2d_bf16(&a.tm_x, x, (uint64_t)K, (uint64_t)M, (uint64_t)ldx * 2, WG_BK, WG_BM, op);
     cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)N, (uint64_t)ldw * 2, WG_BK, WG_BN, op);
     a.y = y, a.ldy = ldy, a.M = M, a.N = N, a.K = K, a.accumulate = accumulate;
-    wg_launch("gemm_wg", a, false, ((M + WG_BM - 1) / WG_BM) * ((N + WG_BN - 1) / WG_BN));
+    wg_launch("gemm_wg", a, WG_FWD, ((M + WG_BM - 1) / WG_BM) * ((N + WG_BN - 1) / WG_BN));
 }
 
 // gu[M, 2F] = x[M, K] W[2F, K]^T (W = [gate; up]) and h[M, F] = swiglu(gu), both dense; F a multiple of 128.
@@ -300,7 +377,36 @@ void cu_gemm_wg_swiglu(const char *op, bf16 *gu, bf16 *h, const bf16 *x, int ldx
     cu_tmap_2d_bf16(&a.tm_x, x, (uint64_t)K, (uint64_t)M, (uint64_t)ldx * 2, WG_BK, WG_BM, op);
     cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)(2 * F), (uint64_t)K * 2, WG_BK, 128, op);
     a.y = gu, a.ldy = 2 * F, a.M = M, a.N = 2 * F, a.K = K, a.h = h, a.F = F;
-    wg_launch("gemm_wg_swiglu", a, true, ((M + WG_BM - 1) / WG_BM) * (F / 128));
+    wg_launch("gemm_wg_swiglu", a, WG_SWIGLU, ((M + WG_BM - 1) / WG_BM) * (F / 128));
+}
+
+// dx[M, K] (row stride lddx) = dy[M, N] (lddy) W[N, K] (dense) (+ dx with accumulate): W read MN-major.
+void cu_gemm_wg_dx(const char *op, bf16 *dx, int lddx, const bf16 *dy, int lddy, const bf16 *W, int M, int N, int K,
+                   int accumulate) {
+    CU_REQUIRE(M > 0 && N > 0 && K > 0, "gemm_wg_dx", "%s: empty GEMM M=%d N=%d K=%d", op, M, N, K);
+    CU_REQUIRE(cu_gemm_wg_fits(dx, lddx, dy, lddy, W, K), "gemm_wg_dx",
+               "%s: needs sm_90 and 16-byte aligned dx, dy, W with row strides multiple of 8 (lddx=%d lddy=%d K=%d)",
+               op, lddx, lddy, K);
+    WgGemmArgs a;
+    memset(&a, 0, sizeof a);
+    cu_tmap_2d_bf16(&a.tm_x, dy, (uint64_t)N, (uint64_t)M, (uint64_t)lddy * 2, WG_BK, WG_BM, op);
+    cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)N, (uint64_t)K * 2, 64, WG_BK, op);
+    a.y = dx, a.ldy = lddx, a.M = M, a.N = K, a.K = N, a.accumulate = accumulate;
+    wg_launch("gemm_wg_dx", a, WG_DX, ((M + WG_BM - 1) / WG_BM) * ((K + WG_BN - 1) / WG_BN));
+}
+
+// dW[N, K] (dense, fp32) += dy[M, N]^T (lddy) x[M, K] (ldx): both read MN-major.
+void cu_gemm_wg_dw(const char *op, float *dW, const bf16 *dy, int lddy, const bf16 *x, int ldx, int M, int N, int K) {
+    CU_REQUIRE(M > 0 && N > 0 && K > 0, "gemm_wg_dw", "%s: empty GEMM M=%d N=%d K=%d", op, M, N, K);
+    CU_REQUIRE(cu_gemm_wg_fits(dW, 8, dy, lddy, x, ldx), "gemm_wg_dw",
+               "%s: needs sm_90 and 16-byte aligned dW, dy, x with row strides multiple of 8 (lddy=%d ldx=%d)", op,
+               lddy, ldx);
+    WgGemmArgs a;
+    memset(&a, 0, sizeof a);
+    cu_tmap_2d_bf16(&a.tm_x, dy, (uint64_t)N, (uint64_t)M, (uint64_t)lddy * 2, 64, WG_BK, op);
+    cu_tmap_2d_bf16(&a.tm_w, x, (uint64_t)K, (uint64_t)M, (uint64_t)ldx * 2, 64, WG_BK, op);
+    a.yf = dW, a.ldy = K, a.M = N, a.N = K, a.K = M;
+    wg_launch("gemm_wg_dw", a, WG_DW, ((N + WG_BM - 1) / WG_BM) * ((K + WG_BN - 1) / WG_BN));
 }
 
 // ---- ops: the forms for the table (registered after matmul, gemv and elementwise, whose ops they fall back to)

@@ -1,6 +1,6 @@
-// gemm_wg.cuh: our own sm_90 GEMM (cuda/gemm_wg.cu): y[M, N] = x[M, K] W[N, K]^T, bf16 in and out, fp32
-// accumulation. GDN_CUDA_GEMM=wg routes the bf16 matmul_fwd, matmul_swiglu_fwd and the lm head's logits GEMM to it where it fits
-// (cu_gemm_wg_fits).
+// gemm_wg.cuh: our own sm_90 GEMMs (cuda/gemm_wg.cu), bf16 inputs, fp32 accumulation: y = x W^T (+ SwiGLU), dx = dy W,
+// dW += dy^T x. GDN_CUDA_GEMM=wg routes the bf16 matmul_fwd, matmul_bwd, matmul_swiglu_fwd and the lm head's logits
+// GEMM to them where they fit (cu_gemm_wg_takes, cu_gemm_wg_dw_takes).
 #pragma once
 #include "cuda/common.cuh"
 
@@ -13,3 +13,12 @@ void cu_gemm_wg(const char *op, bf16 *y, int ldy, const bf16 *x, int ldx, const 
                 int accumulate);
 // gu[M, 2F] = x W^T (W = [gate; up], [2F, K]) and h[M, F] = swiglu(gu) in the epilogue; F a multiple of 128
 void cu_gemm_wg_swiglu(const char *op, bf16 *gu, bf16 *h, const bf16 *x, int ldx, const bf16 *W, int M, int F, int K);
+// dx[M, K] (row stride lddx) = dy[M, N] (lddy) W[N, K] (dense) (+ dx with accumulate)
+void cu_gemm_wg_dx(const char *op, bf16 *dx, int lddx, const bf16 *dy, int lddy, const bf16 *W, int M, int N, int K,
+                   int accumulate);
+// dW[N, K] (dense, fp32) += dy[M, N]^T x[M, K]
+void cu_gemm_wg_dw(const char *op, float *dW, const bf16 *dy, int lddy, const bf16 *x, int ldx, int M, int N, int K);
+// GDN_CUDA_GEMM=wg, M > 4, cu_gemm_wg_fits and dW's [128 x 256] tiles filling >= 3/4 of the SMs' waves
+bool cu_gemm_wg_dw_takes(int M, int N, int K, const float *dW, const void *dy, int lddy, const void *x, int ldx);
+// the dx and dW GEMMs too: GDN_CUDA_GEMM=wg and not GDN_CUDA_WG_BWD=0
+bool cu_gemm_wg_bwd_on();

@@ -2,12 +2,19 @@
 // (cuda/emu.cuh): mbarriers, TMA tile loads (cp.async.bulk.tensor) and warpgroup MMAs (wgmma.mma_async) reading
 // both operands from shared memory through matrix descriptors.
 //
-// Layout used throughout (the only one the emulator accepts, so a kernel that assumes another fails there): a tile
-// is stored K-major, 64 bf16 (128 bytes) of K per row, rows contiguous, with the 128-byte swizzle: the 16-byte
-// unit c of row r sits at unit c ^ (r % 8). TMA writes it so (CU_TENSOR_MAP_SWIZZLE_128B, a box 64 wide) and the
-// wgmma descriptor reads it so (layout type 1, stride between 8-row groups 1024 bytes). The swizzle is a function
-// of the absolute shared-memory address (bits 4-6 ^= bits 7-9), so every tile starts on a 1024-byte boundary;
-// the k16 steps inside a 64-wide tile advance the descriptor's start address by 32 bytes.
+// Layouts used throughout (the only ones the emulator accepts, so a kernel that assumes another fails there), both
+// with the 128-byte swizzle: the 16-byte unit c of a 128-byte row r sits at unit c ^ (r % 8). TMA writes it so
+// (CU_TENSOR_MAP_SWIZZLE_128B, a box 64 wide) and the wgmma descriptor reads it so (layout type 1). The swizzle is a
+// function of the absolute shared-memory address (bits 4-6 ^= bits 7-9), so every tile starts on a 1024-byte
+// boundary.
+//  - K-major (wg_desc_sw128): 64 bf16 of K per 128-byte row, one row per M (or N) index, 8-row groups 1024 bytes
+//    apart (stride byte offset); the k16 steps inside a 64-wide tile advance the start address by 32 bytes. A TMA
+//    box [rows x 64 of K] of a row-major matrix whose rows run along K.
+//  - MN-major (wg_desc_mn_sw128, the instruction's transpose flag set for that operand): 64 bf16 of M (or N) per
+//    128-byte row, one row per K index, 8-row groups 1024 bytes apart (stride byte offset), the next 64 of M (N)
+//    `mn_stride` bytes on (leading byte offset); a k16 step advances the start address by 2048 bytes (16 rows).
+//    TMA boxes [64 of K x 64 of M (N)] of a row-major matrix whose rows run along M (N), `mn_stride` apart: the
+//    transposed operands of the backward GEMMs (dx = dy W, dW = dy^T x) without a transposing copy.
 //
 // Semantics the kernels rely on (PTX ISA 8.x):
 //  - mbarrier: init with an arrival count; a phase completes when the count of arrivals is reached and the
@@ -15,8 +22,9 @@
 //    has completed.
 //  - tma_load_2d: one thread copies the box at (c0 inner, c1 outer) of a 2D tensor map into shared memory and
 //    counts its bytes on the mbarrier; elements outside the tensor are written as zeros (edge tiles).
-//  - wgmma_m64nNk16: all 128 threads of a warpgroup (warps 4w..4w+3) issue it together; D[64 x N] (+)= A[64 x 16]
-//    B[N x 16]^T, A and B read from shared memory when the MMA runs, not when it is issued: a wgmma is only
+//  - wgmma_m64nNk16<TA, TB>: all 128 threads of a warpgroup (warps 4w..4w+3) issue it together; D[64 x N] (+)=
+//    A[64 x 16] B[N x 16]^T, A (B) K-major with TA (TB) 0, MN-major with 1 (the instruction's imm-trans-a/b), A and
+//    B read from shared memory when the MMA runs, not when it is issued: a wgmma is only
 //    complete after wg_commit() and wg_wait<n>() retire its group, and its inputs must not be overwritten before.
 //    Accumulator fragment of thread t of the warpgroup (warp w = t / 32, lane l): d[4 j + i] holds
 //    D[16 w + l / 4 + 8 (i / 2)][8 j + 2 (l % 4) + i % 2], j = 0 .. N / 8 - 1 (mma.m16n8's C layout per 8 columns).
@@ -132,6 +140,12 @@ __device__ __forceinline__ uint64_t wg_desc_sw128(uint32_t addr) {
     return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
            ((uint64_t)1 << 62);
 }
+// Descriptor of an MN-major, 128-byte-swizzled tile at `addr` (see the top of this file): leading byte offset (the
+// next 64 of M or N) mn_stride >> 4 in bits 16-29, stride byte offset (the next 8 of K) 1024 >> 4, layout type 1.
+__device__ __forceinline__ uint64_t wg_desc_mn_sw128(uint32_t addr, uint32_t mn_stride) {
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((mn_stride & 0x3FFFFu) >> 4) << 16) |
+           ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
 __device__ __forceinline__ void wg_fence() {
 #ifdef GDN_EMU
     emu::wgmma_fence();
@@ -170,10 +184,12 @@ template <int R> __device__ __forceinline__ void wg_fence_regs(float (&d)[R]) {
 #endif
 }
 
-// D[64 x N] (+)= A B^T (scale_d 0: D = A B^T), A and B by descriptor; fragments as at the top of this file.
+// D[64 x N] (+)= A B^T (scale_d 0: D = A B^T), A and B by descriptor, K-major (0) or MN-major (1) as TA, TB say;
+// fragments as at the top of this file.
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t da, uint64_t db, int scale_d) {
 #ifdef GDN_EMU
-    emu::wgmma_bf16(d, 256, da, db, scale_d);
+    emu::wgmma_bf16(d, 256, da, db, scale_d, TA, TB);
 #elif defined(GDN_NO_SM90A)
     __trap();
 #else
@@ -187,7 +203,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t da, u
                  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
                  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
                  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-                 "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 "}, %128, %129, p, 1, 1, %131, %132;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
                    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -204,13 +220,14 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t da, u
                    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
                    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
                    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-                 : "l"(da), "l"(db), "r"(scale_d));
+                 : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
 #endif
 }
 
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
 #ifdef GDN_EMU
-    emu::wgmma_bf16(d, 128, da, db, scale_d);
+    emu::wgmma_bf16(d, 128, da, db, scale_d, TA, TB);
 #elif defined(GDN_NO_SM90A)
     __trap();
 #else
@@ -220,7 +237,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
                  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
                  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
                  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 "}, %64, %65, p, 1, 1, %67, %68;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
                    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -229,6 +246,6 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
                    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
                    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
                    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(da), "l"(db), "r"(scale_d));
+                 : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
 #endif
 }

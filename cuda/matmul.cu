@@ -52,7 +52,7 @@ int cu_matmul_init(char *err, size_t errlen) {
     const char *gm = getenv("GDN_CUDA_GEMM");
     if (gm && *gm && strcmp(gm, "ex") && strcmp(gm, "wg") && strcmp(gm, "lt"))
         return set_err(err, errlen, "GDN_CUDA_GEMM=%s: expected lt (cuBLASLt, the default), ex (cublasGemmEx) or wg "
-                       "(our sm_90 GEMM for the bf16 forward projections)", gm);
+                       "(our sm_90 GEMMs for the bf16 projections)", gm);
     g_force_gemmex = gm && !strcmp(gm, "ex");
     const char *ar = getenv("GDN_CUDA_GEMM_ALGO");
     g_algo_rank = ar && atoi(ar) > 0 ? (atoi(ar) < ALGO_RANKS ? atoi(ar) : ALGO_RANKS - 1) : 0;
@@ -267,6 +267,9 @@ static void cu_matmul_bwd(void *dx, int lddx, float *dW, const void *dy, int ldd
         CU_REQUIRE(lddx >= K, "matmul_bwd", "row stride lddx=%d smaller than K=%d", lddx, K);
         if (N == 0) {
             if (!accumulate_dx) zero_rows(dx, lddx, M, K, sizeof(T));
+        } else if (sizeof(T) == 2 && cu_gemm_wg_bwd_on() && cu_gemm_wg_takes(M, dx, lddx, dy, lddy, W, K)) {
+            cu_gemm_wg_dx("matmul_bwd dx", (bf16 *)dx, lddx, (const bf16 *)dy, lddy, (const bf16 *)W, M, N, K,
+                          accumulate_dx);
         } else {
             cu_gemm("matmul_bwd dx", false, false, K, M, N, W, K, dy, lddy, dx, lddx, cu_dtype<T>(), cu_dtype<T>(),
                     accumulate_dx ? 1.0f : 0.0f);
@@ -274,7 +277,10 @@ static void cu_matmul_bwd(void *dx, int lddx, float *dW, const void *dy, int ldd
     }
     if (dW && N > 0) {
         CU_REQUIRE(ldx >= K, "matmul_bwd", "row stride ldx=%d smaller than K=%d", ldx, K);
-        cu_gemm("matmul_bwd dW", false, true, K, N, M, x, ldx, dy, lddy, dW, K, cu_dtype<T>(), CUDA_R_32F, 1.0f);
+        if (sizeof(T) == 2 && cu_gemm_wg_dw_takes(M, N, K, dW, dy, lddy, x, ldx))
+            cu_gemm_wg_dw("matmul_bwd dW", dW, (const bf16 *)dy, lddy, (const bf16 *)x, ldx, M, N, K);
+        else
+            cu_gemm("matmul_bwd dW", false, true, K, N, M, x, ldx, dy, lddy, dW, K, cu_dtype<T>(), CUDA_R_32F, 1.0f);
     }
 }
 

@@ -53,6 +53,10 @@ static void build_cases(int quick) {
     cases_matmul(&g, 2048, 4096, 1024, 0, 0, 1);
     cases_matmul(&g, 300, 520, 200, 0, 0, 0); // several 128 x 256 tiles with edges in M, N and K (GDN_CUDA_GEMM=wg)
     cases_matmul(&g, 130, 264, 72, 8, 1, 0);  // accumulate, row strides past the width
+    // dW through gemm_wg_dw at GDN_CUDA_GEMM=wg (its rule: 10 x 10 tiles of dW fill 3/4 of 132 SMs), edges in all
+    // three dimensions; then whole tiles, dx accumulated, row strides past the width
+    cases_matmul(&g, 70, 1256, 2504, 0, 0, 0);
+    cases_matmul(&g, 40, 1280, 2560, 8, 1, 0);
     cases_conv(&g, 2, 70, 40, 4, 3, 1, 0, 0);
     cases_conv(&g, 3, 2, 24, 4, 0, 1, 0, 0);   // T < K-1: the state mixes state_in and x
     cases_conv(&g, 2, 1, 36, 4, 0, 1, 1, 0);   // decode: T=1, state in place

@@ -36,7 +36,7 @@ struct WgOp { // a wgmma issued by a warpgroup, performed when a wait retires it
     float *d[128];
     int n;
     uint64_t da, db;
-    int scale_d;
+    int scale_d, ta, tb; // ta / tb: A / B MN-major
     long group; // the commit group (the count of commits before it was issued)
 };
 struct Warpgroup {
@@ -227,7 +227,7 @@ struct WgThread {
     float *d;
     int n;
     uint64_t da, db;
-    int scale_d, keep;
+    int scale_d, keep, ta, tb;
 };
 static void wg_collective(WgFn fn, const char *name, WgThread *me) {
     const int t = (int)(g_cur - g_fibers.data());
@@ -240,28 +240,40 @@ static void wg_collective(WgFn fn, const char *name, WgThread *me) {
     to_scheduler();
 }
 
-// The tile's start address, checked: 128-byte swizzle, 8-row groups 1024 bytes apart, a 1024-byte aligned tile
-// plus a k16 step of 0, 32, 64 or 96 bytes.
-static uint32_t desc_start(uint64_t desc, int wg, const char *which) {
+// The tile's start address, checked: 128-byte swizzle, 8-row groups 1024 bytes apart, no base offset; K-major: a
+// 1024-byte aligned tile plus a k16 step of 0, 32, 64 or 96 bytes; MN-major: a 1024-byte aligned start (k16 steps are
+// 2048 bytes) and, where `mn_rows` > 64 rows of M (N) are read, a leading byte offset that keeps the next 64 aligned.
+static uint32_t desc_start(uint64_t desc, int mn_major, int mn_rows, int wg, const char *which) {
     const uint32_t start = (uint32_t)(desc & 0x3FFF) << 4, stride = (uint32_t)((desc >> 32) & 0x3FFF) << 4;
+    const uint32_t lead = (uint32_t)((desc >> 16) & 0x3FFF) << 4;
     const unsigned layout = (unsigned)(desc >> 62), base_off = (unsigned)(desc >> 49) & 7;
     if (layout != 1 || stride != 1024 || base_off)
         emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma %s descriptor 0x%016llx has layout type %u, stride byte "
                 "offset %u, base offset %u; emulated: the 128-byte swizzle (1), 1024, 0",
                 g_kernel, block_idx.x, block_idx.y, block_idx.z, wg, which, (unsigned long long)desc, layout, stride,
                 base_off);
-    if (start % 32 || start % 1024 >= 128)
+    if (!mn_major && (start % 32 || start % 1024 >= 128))
         emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma %s descriptor starts at shared 0x%x: tile not 1024-byte "
                 "aligned (or a k step not a multiple of 32 bytes)",
                 g_kernel, block_idx.x, block_idx.y, block_idx.z, wg, which, start);
+    if (mn_major && start % 1024)
+        emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma %s MN-major descriptor starts at shared 0x%x: not 1024-byte "
+                "aligned (an MN-major k16 step is 2048 bytes, not a 32-byte K-major one)",
+                g_kernel, block_idx.x, block_idx.y, block_idx.z, wg, which, start);
+    if (mn_major && mn_rows > 64 && (lead == 0 || lead % 1024))
+        emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma %s MN-major descriptor reads %d rows of M/N with a leading byte "
+                "offset of %u: the next 64 need a non-zero multiple of 1024",
+                g_kernel, block_idx.x, block_idx.y, block_idx.z, wg, which, mn_rows, lead);
     return start;
 }
-// rows x 16 bf16 of an operand from shared memory as it is now.
-static void desc_load(double (*X)[16], int rows, uint64_t desc, int wg, const char *which) {
-    const uint32_t start = desc_start(desc, wg, which);
+// rows x 16 bf16 of an operand from shared memory as it is now (element [r][k]: row r of M or N, k of K).
+static void desc_load(double (*X)[16], int rows, uint64_t desc, int mn_major, int wg, const char *which) {
+    const uint32_t start = desc_start(desc, mn_major, rows, wg, which);
+    const uint32_t lead = (uint32_t)((desc >> 16) & 0x3FFF) << 4;
     for (int r = 0; r < rows; r++)
         for (int k = 0; k < 16; k++) {
-            const uint32_t a = swz128(start + (r / 8) * 1024 + (r % 8) * 128 + 2 * k);
+            const uint32_t a = swz128(mn_major ? start + (r / 64) * lead + (k / 8) * 1024 + (k % 8) * 128 + 2 * (r % 64)
+                                               : start + (r / 8) * 1024 + (r % 8) * 128 + 2 * k);
             if (a < SMEM_BASE || a + 2 - SMEM_BASE > g_smem_bytes)
                 emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma %s row %d reads shared 0x%x, outside the dynamic "
                         "shared memory window [0x%x, 0x%zx)",
@@ -275,8 +287,8 @@ static void desc_load(double (*X)[16], int rows, uint64_t desc, int wg, const ch
 // D[64 x n] = (scale_d ? D : 0) + A B^T: products exact, sums in double, one fp32 rounding (as mma_fn).
 static void wgmma_perform(const WgOp &op, int wg) {
     static double A[64][16], B[256][16];
-    desc_load(A, 64, op.da, wg, "A");
-    desc_load(B, op.n, op.db, wg, "B");
+    desc_load(A, 64, op.da, op.ta, wg, "A");
+    desc_load(B, op.n, op.db, op.tb, wg, "B");
     for (int t = 0; t < 128; t++) {
         const int w = t / 32, l = t % 32;
         float *d = op.d[t];
@@ -311,15 +323,17 @@ static void wgmma_fn(int wg, void *const th[128]) {
     const WgThread *t0 = (const WgThread *)th[0];
     WgOp op;
     op.n = t0->n, op.da = t0->da, op.db = t0->db, op.scale_d = t0->scale_d, op.group = g_wgs[wg].commits;
+    op.ta = t0->ta, op.tb = t0->tb;
     for (int t = 0; t < 128; t++) {
         const WgThread *m = (const WgThread *)th[t];
-        if (m->n != op.n || m->da != op.da || m->db != op.db || (m->scale_d != 0) != (op.scale_d != 0))
+        if (m->n != op.n || m->da != op.da || m->db != op.db || (m->scale_d != 0) != (op.scale_d != 0) ||
+            m->ta != op.ta || m->tb != op.tb)
             emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma with different shapes, descriptors or scale-d across the "
                     "warpgroup (thread %d)",
                     g_kernel, block_idx.x, block_idx.y, block_idx.z, wg, t);
         op.d[t] = m->d;
     }
-    desc_start(op.da, wg, "A"), desc_start(op.db, wg, "B"); // malformed descriptors fail at issue
+    desc_start(op.da, op.ta, 64, wg, "A"), desc_start(op.db, op.tb, op.n, wg, "B"); // malformed ones fail at issue
     g_wgs[wg].ops.push_back(op);
 }
 void wgmma_fence() {
@@ -336,9 +350,10 @@ void wgmma_wait(int newest_pending) {
     me.keep = newest_pending;
     wg_collective(wgwait_fn, "wgmma_wait", &me);
 }
-void wgmma_bf16(float *d, int n, uint64_t desc_a, uint64_t desc_b, int scale_d) {
+void wgmma_bf16(float *d, int n, uint64_t desc_a, uint64_t desc_b, int scale_d, int trans_a, int trans_b) {
     if (n < 8 || n > 256 || n % 8) emu_die("%s: wgmma m64n%dk16", who(), n);
-    WgThread me = {d, n, desc_a, desc_b, scale_d, 0};
+    if ((trans_a | trans_b) & ~1) emu_die("%s: wgmma transpose flags %d, %d (0 or 1)", who(), trans_a, trans_b);
+    WgThread me = {d, n, desc_a, desc_b, scale_d, 0, trans_a, trans_b};
     wg_collective(wgmma_fn, "wgmma_bf16", &me);
 }
 void wg_exit_check(int t) {

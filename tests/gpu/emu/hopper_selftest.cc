@@ -1,7 +1,7 @@
 // hopper_selftest.cc: checks the emulator's sm_90 stand-ins (cuda/emu.cuh, tests/gpu/emu/emu_sm90.cc) through
 // cuda/hopper.cuh before any kernel's results depend on them: TMA boxes of odd-sized bf16 matrices (zeros outside,
 // negative coordinates), the 128-byte swizzle as TMA writes it and wgmma descriptors read it (k16 steps of 32
-// bytes), every thread's accumulator fragment against a host replay of the emulator's arithmetic (bit for bit) and
+// bytes; MN-major operands with 2048-byte steps), every thread's accumulator fragment against a host replay of the emulator's arithmetic (bit for bit) and
 // a double-precision product; a 2-stage producer/consumer pipeline on full/empty mbarriers whose waits block; and
 // mistakes that must show up: misaligned tiles, wgmmas not committed or not retired, mbarriers used before init,
 // a pipeline that never releases its stages (deadlock), one that releases a stage before retiring its wgmmas and
@@ -60,9 +60,10 @@ static void encode(CUtensorMap *map, const Mat &m, uint32_t box_outer) {
 
 // Thread t's fragment d of a 64 x n accumulator (row 0 = A's row m0, column 0 = B's row n0) over ksteps k16 steps
 // from column k0: equal to the emulator's arithmetic replayed (per wgmma: products exact, sum in double, one fp32
-// rounding) and within rounding of the double-precision product. Returns the largest relative error.
+// rounding) and within rounding of the double-precision product. Returns the largest relative error. ta / tb: A / B
+// stored transposed (MN-major operands: the element (m, k) at A.at(k, m)).
 static double check_frag(const char *what, const float *d, int t, int n, const Mat &A, const Mat &B, int m0, int n0,
-                         int k0, int ksteps) {
+                         int k0, int ksteps, bool ta = false, bool tb = false) {
     const int w = t / 32, l = t % 32;
     double worst = 0;
     for (int j = 0; j < n / 8; j++)
@@ -73,7 +74,9 @@ static double check_frag(const char *what, const float *d, int t, int n, const M
             for (int s = 0; s < ksteps; s++) {
                 double acc = s ? (double)replay : 0.0;
                 for (int k = 0; k < 16; k++) {
-                    const double p = A.at(m0 + row, k0 + 16 * s + k) * B.at(n0 + col, k0 + 16 * s + k);
+                    const int kk = k0 + 16 * s + k;
+                    const double p = (ta ? A.at(kk, m0 + row) : A.at(m0 + row, kk)) *
+                                     (tb ? B.at(kk, n0 + col) : B.at(n0 + col, kk));
                     acc += p, exact += p, mag += fabs(p);
                 }
                 replay = (float)acc;
@@ -143,6 +146,57 @@ static void single_kernel(const SingleArgs &p) {
 }
 static void run_single(const SingleArgs &p, int blocks) {
     emu::launch("hopper_selftest_single", dim3(blocks), dim3(128), SINGLE_SMEM, [&] { single_kernel(p); });
+}
+
+// ---- the same with MN-major operands (the transposed A of dW = dy^T x, the transposed B of dx = dy W and dW):
+// A^T [K x M] and B^T [K x N] stored row-major, loaded as TMA boxes of 64 (K) x 64 (M or N) 8 KB apart, read by
+// MN-major descriptors (k16 steps of 2048 bytes). `wrong_step`: K-major's 32-byte steps, which the emulator must
+// refuse.
+struct MnArgs {
+    const CUtensorMap *ma, *mb; // boxes 64 x 64 of A (as stored: K-major A [M][K] or A^T [K][M]) and of B likewise
+    const int *coords;          // m0, n0, k0 per block
+    bool ta, tb, wrong_step;
+    float *out;
+};
+template <int TA, int TB> static void mn_kernel(const MnArgs &p) {
+    CU_DYN_SMEM(unsigned char, raw);
+    unsigned char *ta = raw + ((1024u - (smem_u32(raw) & 1023u)) & 1023u), *tb = ta + 8192;
+    uint64_t *full = reinterpret_cast<uint64_t *>(tb + 32768);
+    const int *c = p.coords + 3 * blockIdx.x;
+    if (threadIdx.x == 0) {
+        mbar_init(full, 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        mbar_arrive_expect_tx(full, 8192 + 32768);
+        if (TA) tma_load_2d(ta, p.ma, c[0], c[2], full); // A^T rows k0.., columns m0..m0+63
+        else tma_load_2d(ta, p.ma, c[2], c[0], full);
+        for (int j = 0; j < 4; j++) // B^T: four 64-wide column blocks n0 + 64 j; K-major B: 64-row boxes
+            if (TB) tma_load_2d(tb + 8192 * j, p.mb, c[1] + 64 * j, c[2], full);
+            else tma_load_2d(tb + 8192 * j, p.mb, c[2], c[1] + 64 * j, full);
+    }
+    mbar_wait(full, 0);
+    float d[128];
+    for (float &x : d) x = NAN;
+    const uint32_t a = smem_u32(ta), b = smem_u32(tb), step = p.wrong_step ? 32 : 2048;
+    wg_fence();
+    for (int kk = 0; kk < 4; kk++)
+        wgmma_m64n256k16<TA, TB>(d, TA ? wg_desc_mn_sw128(a + step * kk, 8192) : wg_desc_sw128(a + 32 * kk),
+                                 TB ? wg_desc_mn_sw128(b + step * kk, 8192) : wg_desc_sw128(b + 32 * kk), kk > 0);
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_regs(d);
+    float *o = p.out + ((size_t)blockIdx.x * 128 + threadIdx.x) * 128;
+    for (int i = 0; i < 128; i++) o[i] = d[i];
+}
+static void run_mn(const MnArgs &p, int blocks) {
+    emu::launch("hopper_selftest_mn", dim3(blocks), dim3(128), SINGLE_SMEM, [&] {
+        if (p.ta && p.tb) mn_kernel<1, 1>(p);
+        else if (p.ta) mn_kernel<1, 0>(p);
+        else if (p.tb) mn_kernel<0, 1>(p);
+        else mn_kernel<0, 0>(p);
+    });
 }
 
 // ---- producer/consumer: warpgroup 0's thread 0 loads stage kt % 2 (A [128 x 64], B [256 x 64]) once empty[s]
@@ -245,8 +299,10 @@ static void expect_death(const char *what, const char *expect, const std::functi
 int main() {
     // odd sizes: 16-byte row strides with NaN padding, edge tiles and negative coordinates
     const Mat A = random_mat(150, 300, 312, 1), B = random_mat(290, 300, 304, 2);
-    alignas(64) CUtensorMap ma64, ma128, mb256, mb128;
+    const Mat AT = random_mat(300, 150, 152, 3), BT = random_mat(300, 290, 296, 4); // MN-major operands, K rows
+    alignas(64) CUtensorMap ma64, ma128, mb256, mb128, mb64, mat64, mbt64;
     encode(&ma64, A, 64), encode(&ma128, A, 128), encode(&mb256, B, 256), encode(&mb128, B, 128);
+    encode(&mb64, B, 64), encode(&mat64, AT, 64), encode(&mbt64, BT, 64);
     static const int single_coords[] = {0, 0, 0, 128, 256, 256, -7, -100, -20, 37, 13, 101, 149, 289, 299};
     const int single_blocks = (int)(sizeof single_coords / sizeof single_coords[0] / 3);
     static const int pipe_coords[] = {0, 0, 128, 256, -64, 40};
@@ -273,6 +329,27 @@ int main() {
             report(n == 256 ? "TMA + wgmma m64n256k16, one stage" : "TMA + wgmma m64n128k16, one stage",
                    worst < INFINITY, detail);
         }
+        // MN-major operands: A^T [300 x 150] and B^T [300 x 290] (K rows), the same tiles as the K-major ones
+        for (int combo = 1; combo < 4; combo++) {
+            const bool ta = combo & 1, tb = combo & 2;
+            MnArgs p = {ta ? &mat64 : &ma64, tb ? &mbt64 : &mb64, single_coords, ta, tb, false, out.data()};
+            run_mn(p, single_blocks);
+            double worst = 0;
+            for (int b = 0; b < single_blocks; b++)
+                for (int t = 0; t < 128; t++) {
+                    const int *c = single_coords + 3 * b;
+                    const double e = check_frag("MN-major tile", &out[((size_t)b * 128 + t) * 128], t, 256,
+                                                ta ? AT : A, tb ? BT : B, c[0], c[1], c[2], 4, ta, tb);
+                    worst = e > worst ? e : worst;
+                }
+            char what[96], detail[160];
+            snprintf(what, sizeof what, "TMA + wgmma m64n256k16, A %s-major, B %s-major", ta ? "M" : "K",
+                     tb ? "N" : "K");
+            snprintf(detail, sizeof detail, "%d tiles (edges, negative coordinates), max rel err %.2g vs double",
+                     single_blocks, worst);
+            report(what, worst < INFINITY, detail);
+        }
+
         // the pipeline, right and with two races (in a child: results checked there, exit status 10 if wrong)
         for (int v = PIPE_OK; v <= PIPE_NO_FULL_WAIT; v++) {
             std::string first;
@@ -327,6 +404,10 @@ int main() {
                 SingleArgs p = {&ma64, &mb256, single_coords, 256, mk.variant, out.data()};
                 run_single(p, 1);
             });
+        expect_death("MN-major operand stepped like a K-major one", "MN-major descriptor starts at", [&] {
+            MnArgs p = {&ma64, &mbt64, single_coords, false, true, true, out.data()};
+            run_mn(p, 1);
+        });
         expect_death("pipeline that never releases its stages", "deadlock", [&] {
             PipeArgs p = {&ma128, &mb256, pipe_coords, kt_n, PIPE_NO_RELEASE, pout.data()};
             run_pipe(p, 1);
