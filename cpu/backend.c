@@ -132,6 +132,7 @@ static const Backend cpu_backend = {
     .rmsnorm_matmul_fwd = cpu_rmsnorm_matmul_fwd,
     .swiglu_matmul_fwd = cpu_swiglu_matmul_fwd,
     .matmul_swiglu_fwd = cpu_matmul_swiglu_fwd,
+    .matmul_swiglu_bwd = cpu_matmul_swiglu_bwd,
     .lmhead_norm_argmax = cpu_lmhead_norm_argmax,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,

@@ -139,6 +139,8 @@ void cpu_rmsnorm_matmul_fwd(void *y, int ldy, void *s_out, const void *x, const 
                             const void *W, int M, int N, int K, float eps);
 void cpu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W, int M, int N, int K);
 void cpu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, const void *W, int M, int F, int K);
+void cpu_matmul_swiglu_bwd(void *dgu, void *y, void *dh, const void *dy, int lddy, const void *W, const void *gu, int M,
+                           int F, int K);
 void cpu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float *rstd, void *s_out, const void *x,
                             const void *resid, const float *nw, const void *E, int M, int h, int V, float eps);
 

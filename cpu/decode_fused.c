@@ -1,5 +1,5 @@
-// decode_fused.c: the CPU twins of the ops fused for decoding (backend.h: gdn_decode_fwd, rmsnorm_matmul_fwd,
-// swiglu_matmul_fwd, lmhead_norm_argmax). Each runs the CPU ops it stands for in sequence, through scratch
+// decode_fused.c: the CPU twins of the fused ops (backend.h): for decoding gdn_decode_fwd, rmsnorm_matmul_fwd,
+// swiglu_matmul_fwd, lmhead_norm_argmax; for training the MLP's matmul_swiglu_fwd and matmul_swiglu_bwd. Each runs the CPU ops it stands for in sequence, through scratch
 // buffers, so the CPU results are bit-identical to the unfused graph; the CUDA kernels (cuda/gdn_decode.cu,
 // cuda/gemv.cu) are held to these.
 #include <math.h>
@@ -76,6 +76,13 @@ void cpu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, const void
     CPU_REQUIRE(gu && h && x && W, "matmul_swiglu_fwd", "NULL pointer (gu, h, x, W)");
     cpu_matmul_fwd(gu, 2 * F, x, ldx, W, M, 2 * F, K, 0);
     cpu_swiglu_fwd(h, gu, M, F);
+}
+
+void cpu_matmul_swiglu_bwd(void *dgu, void *y, void *dh, const void *dy, int lddy, const void *W, const void *gu, int M,
+                           int F, int K) {
+    CPU_REQUIRE(dgu && dh && dy && W && gu, "matmul_swiglu_bwd", "NULL pointer (dgu, dh, dy, W, gu)");
+    cpu_matmul_bwd(dh, F, NULL, dy, lddy, NULL, F, W, M, K, F, 0);
+    cpu_swiglu_bwd(dgu, y, dh, gu, M, F);
 }
 
 void cpu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float *rstd, void *s_out, const void *x,

@@ -212,6 +212,9 @@ __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf
 // silu(g) * u given s = sigmoid(g): one expression for swiglu_fwd, the backward's recomputation and the fused GEMM
 // epilogue (gemm_wg.cu), so all give the same bits
 __device__ __forceinline__ float swiglu_f(float g, float s, float u) { return g * s * u; }
+// its gradients given d = dL/dy and s = sigmoid(g): one expression for swiglu_bwd and the fused down-projection dx GEMM
+__device__ __forceinline__ float swiglu_dg(float d, float g, float s, float u) { return d * u * s * (1.0f + g * (1.0f - s)); }
+__device__ __forceinline__ float swiglu_du(float d, float g, float s) { return d * g * s; }
 
 // Orders the shared-memory accesses of a warp's lanes (the emulator schedules lanes as fibers).
 __device__ __forceinline__ void cu_syncwarp() {

@@ -240,8 +240,8 @@ __global__ void swiglu_bwd_kernel(T *dgu, T *y, const T *dy, const T *gu, int N,
 #pragma unroll
     for (int i = 0; i < V; i++) {
         float s = sigmoid_f(g[i]);
-        dg[i] = d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
-        du[i] = d[i] * g[i] * s;
+        dg[i] = swiglu_dg(d[i], g[i], s, u[i]);
+        du[i] = swiglu_du(d[i], g[i], s);
         o[i] = swiglu_f(g[i], s, u[i]);
     }
     store_vec<T, V>(dgu + n * 2 * F + f, dg);

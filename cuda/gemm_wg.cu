@@ -4,6 +4,8 @@
 //   FWD     y[M, N] = x[M, K] W[N, K]^T (bf16 y, optionally + y)       A = x K-major, B = W K-major
 //   SWIGLU  the same with W = [gate; up] and h = swiglu(y) in the epilogue
 //   DX      dx[M, K] = dy[M, N] W[N, K] (bf16, optionally + dx)        A = dy K-major, B = W MN-major
+//   DX_SWIGLU  the same into SwiGLU's backward (the down projection's dx = dH): dgu = swiglu_bwd(gu, dH) and
+//           optionally h = swiglu(gu) in the epilogue; dH is never stored
 //   DW      dW[N, K] += dy[M, N]^T x[M, K] (fp32)                      A = dy MN-major, B = x MN-major
 // (in the kernel's own terms a tile is always [128 x 256] of its output, summed over its reduction dimension; the
 // MN-major operands are the backward's transposes, read by TMA boxes of 64 x 64 and MN-major descriptors, so no
@@ -45,7 +47,7 @@ enum {
     WG_SMEM = 1023 + WG_STAGES * WG_STAGE_BYTES + 8 * WG_EPI_BYTES + 2 * WG_STAGES * 8,
 };
 
-enum { WG_FWD, WG_SWIGLU, WG_DX, WG_DW }; // the kernel's forms (top of the file)
+enum { WG_FWD, WG_SWIGLU, WG_DX, WG_DW, WG_DX_SWIGLU }; // the kernel's forms (top of the file)
 
 struct WgGemmArgs {
     // A and B as TMA maps: FWD x [M][K], W [N][K] (boxes 64 x 128, 64 x 256; SWIGLU 64 x 128); DX dy (64 x 128), W
@@ -54,7 +56,8 @@ struct WgGemmArgs {
     bf16 *y;
     float *yf; // DW: the fp32 output (row stride ldy)
     int ldy, M, N, K, accumulate; // the output [M x N], the reduction K (the form's own terms)
-    bf16 *h; // the SwiGLU form: h [M, F] (row stride F) = swiglu(y), y = [gate | up] [M, 2F], N = 2F
+    bf16 *h; // SWIGLU: h [M, F] (row stride F) = swiglu(y), y = [gate | up] [M, 2F], N = 2F; DX_SWIGLU: swiglu(gu)
+    const bf16 *gu; // DX_SWIGLU: [gate | up] [M, 2F] of the forward; y = dgu [M, 2F], N = F
     int F;
     int group_m; // row tiles per raster group (GDN_CUDA_WG_GROUP, default 8)
 };
@@ -144,7 +147,8 @@ __device__ __forceinline__ void wg_store_f32acc(const WgGemmArgs &a, const float
 // values, swiglu_fwd's formula (the same bits as the GEMM followed by swiglu_fwd).
 template <int FORM>
 __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_constant__ WgGemmArgs a) {
-    constexpr bool SWIGLU = FORM == WG_SWIGLU, A_MN = FORM == WG_DW, B_MN = FORM == WG_DX || FORM == WG_DW;
+    constexpr bool SWIGLU = FORM == WG_SWIGLU, A_MN = FORM == WG_DW;
+    constexpr bool B_MN = FORM == WG_DX || FORM == WG_DW || FORM == WG_DX_SWIGLU;
     CU_DYN_SMEM(unsigned char, raw);
     unsigned char *ring = raw + ((1024u - (smem_u32(raw) & 1023u)) & 1023u);
     bf16 *epi = reinterpret_cast<bf16 *>(ring + WG_STAGES * WG_STAGE_BYTES);
@@ -237,6 +241,33 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_con
             });
         } else if (FORM == WG_DW) {
             wg_store_f32acc(a, acc, row0, tn * WG_BN);
+        } else if (FORM == WG_DX_SWIGLU) {
+            const int lane = threadIdx.x & 31, F2 = 2 * a.F;
+#pragma unroll 1
+            for (int half = 0; half < 2; half++) { // features f0 .. f0 + 127 of the tile, then the next 128
+                const int f0 = tn * WG_BN + 128 * half, cols_left = a.F - f0;
+                const bf16 *gp = a.gu + (size_t)row0 * F2 + f0; // gate; up F further
+                // the fragment element's (row, feature) inside the half-tile; 0 outside (never stored)
+                auto ld = [&](int jj, int i, int up) {
+                    const int r = (lane >> 2) + 8 * (i >> 1), c = 8 * jj + 2 * (lane & 3) + (i & 1);
+                    return r < rows_left && c < cols_left ? __bfloat162float(gp[(size_t)r * F2 + up * a.F + c]) : 0.0f;
+                };
+                auto dh = [&](int jj, int i) { return rnd<bf16>(acc[4 * (16 * half + jj) + i]); }; // dH as stored
+                bf16 *dg = a.y + (size_t)row0 * F2 + f0;
+                wg_store16(buf, dg, F2, rows_left, cols_left, [&](int jj, int i) {
+                    const float g = ld(jj, i, 0);
+                    return swiglu_dg(dh(jj, i), g, sigmoid_f(g), ld(jj, i, 1));
+                });
+                wg_store16(buf, dg + a.F, F2, rows_left, cols_left, [&](int jj, int i) {
+                    const float g = ld(jj, i, 0);
+                    return swiglu_du(dh(jj, i), g, sigmoid_f(g));
+                });
+                if (a.h)
+                    wg_store16(buf, a.h + (size_t)row0 * a.F + f0, a.F, rows_left, cols_left, [&](int jj, int i) {
+                        const float g = ld(jj, i, 0);
+                        return swiglu_f(g, sigmoid_f(g), ld(jj, i, 1));
+                    });
+            }
         } else if (a.accumulate) {
             wg_store_acc(a, acc, row0, tn * WG_BN);
         } else {
@@ -346,7 +377,8 @@ static void wg_launch(const char *name, WgGemmArgs &a, int form, int tiles) {
     case WG_FWD: cu_launch(name, gemm_wg_kernel<WG_FWD>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a); break;
     case WG_SWIGLU: cu_launch(name, gemm_wg_kernel<WG_SWIGLU>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a); break;
     case WG_DX: cu_launch(name, gemm_wg_kernel<WG_DX>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a); break;
-    default: cu_launch(name, gemm_wg_kernel<WG_DW>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a); break;
+    case WG_DW: cu_launch(name, gemm_wg_kernel<WG_DW>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a); break;
+    default: cu_launch(name, gemm_wg_kernel<WG_DX_SWIGLU>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a); break;
     }
 }
 
@@ -395,6 +427,23 @@ void cu_gemm_wg_dx(const char *op, bf16 *dx, int lddx, const bf16 *dy, int lddy,
     wg_launch("gemm_wg_dx", a, WG_DX, ((M + WG_BM - 1) / WG_BM) * ((K + WG_BN - 1) / WG_BN));
 }
 
+// dgu[M, 2F] = swiglu_bwd(gu, dH) and h = swiglu(gu) (if h) with dH = dy[M, K] (lddy) W[K, F] (the down projection's
+// dx, never stored); gu, dgu [M, 2F] and h [M, F] dense.
+void cu_gemm_wg_dx_swiglu(const char *op, bf16 *dgu, bf16 *h, const bf16 *gu, const bf16 *dy, int lddy, const bf16 *W,
+                          int M, int F, int K) {
+    CU_REQUIRE(M > 0 && F > 0 && K > 0, "gemm_wg_dx_swiglu", "%s: empty GEMM M=%d F=%d K=%d", op, M, F, K);
+    CU_REQUIRE(cu_gemm_wg_fits(dgu, 2 * F, dy, lddy, W, F) && cu_aligned16(gu) && (!h || cu_aligned16(h)),
+               "gemm_wg_dx_swiglu",
+               "%s: needs sm_90 and 16-byte aligned dgu, h, gu, dy, W with row strides multiple of 8 (lddy=%d F=%d)", op,
+               lddy, F);
+    WgGemmArgs a;
+    memset(&a, 0, sizeof a);
+    cu_tmap_2d_bf16(&a.tm_x, dy, (uint64_t)K, (uint64_t)M, (uint64_t)lddy * 2, WG_BK, WG_BM, op);
+    cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)F, (uint64_t)K, (uint64_t)F * 2, 64, WG_BK, op);
+    a.y = dgu, a.ldy = 2 * F, a.M = M, a.N = F, a.K = K, a.h = h, a.gu = gu, a.F = F;
+    wg_launch("gemm_wg_dx_swiglu", a, WG_DX_SWIGLU, ((M + WG_BM - 1) / WG_BM) * ((F + WG_BN - 1) / WG_BN));
+}
+
 // dW[N, K] (dense, fp32) += dy[M, N]^T (lddy) x[M, K] (ldx): both read MN-major.
 void cu_gemm_wg_dw(const char *op, float *dW, const bf16 *dy, int lddy, const bf16 *x, int ldx, int M, int N, int K) {
     CU_REQUIRE(M > 0 && N > 0 && K > 0, "gemm_wg_dw", "%s: empty GEMM M=%d N=%d K=%d", op, M, N, K);
@@ -413,9 +462,16 @@ void cu_gemm_wg_dw(const char *op, float *dW, const bf16 *dy, int lddy, const bf
 template <typename T> struct WgUnfused {
     static void (*matmul_fwd)(void *, int, const void *, int, const void *, int, int, int, int);
     static void (*swiglu_fwd)(void *, const void *, int, int);
+    static void (*matmul_bwd)(void *, int, float *, const void *, int, const void *, int, const void *, int, int, int,
+                              int);
+    static void (*swiglu_bwd)(void *, void *, const void *, const void *, int, int);
 };
 template <typename T> void (*WgUnfused<T>::matmul_fwd)(void *, int, const void *, int, const void *, int, int, int, int);
 template <typename T> void (*WgUnfused<T>::swiglu_fwd)(void *, const void *, int, int);
+template <typename T>
+void (*WgUnfused<T>::matmul_bwd)(void *, int, float *, const void *, int, const void *, int, const void *, int, int, int,
+                                 int);
+template <typename T> void (*WgUnfused<T>::swiglu_bwd)(void *, void *, const void *, const void *, int, int);
 
 template <typename T>
 static void cu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, const void *W, int M, int F, int K) {
@@ -431,12 +487,33 @@ static void cu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, cons
     WgUnfused<T>::swiglu_fwd(h, gu, M, F);
 }
 
+template <typename T>
+static void cu_matmul_swiglu_bwd(void *dgu, void *y, void *dh, const void *dy, int lddy, const void *W, const void *gu,
+                                 int M, int F, int K) {
+    CU_REQUIRE(dgu && dh && dy && W && gu, "matmul_swiglu_bwd", "NULL pointer (dgu, dh, dy, W, gu)");
+    CU_REQUIRE(M >= 0 && F > 0 && K > 0 && lddy >= K, "matmul_swiglu_bwd", "bad shape M=%d F=%d K=%d lddy=%d", M, F, K,
+               lddy);
+    if (M == 0) return;
+    if (sizeof(T) == 2 && cu_gemm_wg_bwd_on() && cu_aligned16(gu) && (!y || cu_aligned16(y)) &&
+        cu_gemm_wg_takes(M, dgu, 2 * F, dy, lddy, W, F)) {
+        cu_gemm_wg_dx_swiglu("matmul_swiglu_bwd", (bf16 *)dgu, (bf16 *)y, (const bf16 *)gu, (const bf16 *)dy, lddy,
+                             (const bf16 *)W, M, F, K);
+        return;
+    }
+    WgUnfused<T>::matmul_bwd(dh, F, NULL, dy, lddy, NULL, F, W, M, K, F, 0);
+    WgUnfused<T>::swiglu_bwd(dgu, y, dh, gu, M, F);
+}
+
 void cu_register_gemm_wg(Backend *b, int use_bf16) {
     if (use_bf16) {
         WgUnfused<bf16>::matmul_fwd = b->matmul_fwd, WgUnfused<bf16>::swiglu_fwd = b->swiglu_fwd;
+        WgUnfused<bf16>::matmul_bwd = b->matmul_bwd, WgUnfused<bf16>::swiglu_bwd = b->swiglu_bwd;
         b->matmul_swiglu_fwd = cu_matmul_swiglu_fwd<bf16>;
+        b->matmul_swiglu_bwd = cu_matmul_swiglu_bwd<bf16>;
     } else {
         WgUnfused<float>::matmul_fwd = b->matmul_fwd, WgUnfused<float>::swiglu_fwd = b->swiglu_fwd;
+        WgUnfused<float>::matmul_bwd = b->matmul_bwd, WgUnfused<float>::swiglu_bwd = b->swiglu_bwd;
         b->matmul_swiglu_fwd = cu_matmul_swiglu_fwd<float>;
+        b->matmul_swiglu_bwd = cu_matmul_swiglu_bwd<float>;
     }
 }

@@ -196,6 +196,13 @@ typedef struct Backend {
     // h[M, F] = swiglu_fwd(gu), the same bits as matmul_fwd then swiglu_fwd (a fused kernel computes h from the
     // rounded gu in its epilogue, so gu is not read back).
     void (*matmul_swiglu_fwd)(void *gu, void *h, const void *x, int ldx, const void *W, int M, int F, int K);
+    // Its backward through the down projection: dH = dy[M, K] . W[K, F] (row stride lddy; W = W_down [K, F]),
+    // dgu[M, 2F] = swiglu_bwd(gu, dH) and, when y != NULL, y[M, F] = swiglu_fwd(gu) (recompute_swiglu), the same bits
+    // as matmul_bwd's dx into dh then swiglu_bwd(dgu, y, dh, gu). dh [M, F]: where a backend that runs the two
+    // steps stores dH (contents undefined after; may alias y); a fused kernel takes SwiGLU's backward into its
+    // epilogue and never writes it.
+    void (*matmul_swiglu_bwd)(void *dgu, void *y, void *dh, const void *dy, int lddy, const void *W, const void *gu,
+                              int M, int F, int K);
 
     // ---- softmax attention of a hybrid's attention blocks (spec hybrid.md §2). Query head j reads KV head
     // j / (Ha/Hkv); head dim d. Keys and values of sequence b are rows b*kv_bstride + (tau mod kv_bstride) of K and V

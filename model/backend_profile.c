@@ -90,6 +90,9 @@
       (y, ldy, gu, W, M, N, K), N, K)                                                                               \
     X(matmul_swiglu_fwd, (void *gu, void *h, const void *x, int ldx, const void *W, int M, int F, int K),            \
       (gu, h, x, ldx, W, M, F, K), 2 * F, K)                                                                        \
+    X(matmul_swiglu_bwd,                                                                                            \
+      (void *dgu, void *y, void *dh, const void *dy, int lddy, const void *W, const void *gu, int M, int F, int K),  \
+      (dgu, y, dh, dy, lddy, W, gu, M, F, K), K, F)                                                                 \
     X(attn_qkv_fwd,                                                                                                 \
       (void *Q, void *K, void *V, int kv_bstride, const void *P, int ldp, const float *bias, const int32_t *pos,     \
        int B, int T, int Ha, int Hkv, int d, float theta, const int32_t *doc_start),                                \

@@ -477,15 +477,13 @@ static void mlp_bwd(Model *m, int l, int N, const void *dout) {
     const ModelDims *d = &m->d;
     const LayerOffsets *w = &m->lay.layer[l];
     BlockActs *b = &m->blk[l];
-    if (m->cfg.recompute_swiglu) { // dH first; then H = swiglu(GU) over it, for dW_down (the same two GEMMs)
-        be->matmul_bwd(m->dH, d->F, NULL, dout, d->h, NULL, d->F, WA(m, w->down_proj), N, d->h, d->F, 0);
-        be->swiglu_bwd(m->dGU, m->dH, m->dH, b->GU, N, d->F);
-        be->matmul_bwd(NULL, d->F, GF(m, w->down_proj), dout, d->h, m->dH, d->F, NULL, N, d->h, d->F, 0);
-    } else {
-        be->matmul_bwd(m->dH, d->F, GF(m, w->down_proj), dout, d->h, b->Hh, d->F, WA(m, w->down_proj), N, d->h,
-                       d->F, 0);
-        be->swiglu_bwd(m->dGU, NULL, m->dH, b->GU, N, d->F);
-    }
+    // dGU [N, 2F] from dout [N, h] through W_down [h, F] and SwiGLU's backward (m->dH: where dH goes if the backend
+    // runs the two steps); recompute_swiglu: H = swiglu(GU) recomputed into m->dH for dW_down
+    const int recompute = m->cfg.recompute_swiglu;
+    be->matmul_swiglu_bwd(m->dGU, recompute ? m->dH : NULL, m->dH, dout, d->h, WA(m, w->down_proj), b->GU, N, d->F,
+                          d->h);
+    be->matmul_bwd(NULL, d->F, GF(m, w->down_proj), dout, d->h, recompute ? m->dH : b->Hh, d->F, NULL, N, d->h, d->F,
+                   0);
     be->matmul_bwd(m->dy, d->h, GF(m, w->gate_proj), m->dGU, 2 * d->F, b->y_mlp, d->h, WA(m, w->gate_proj), N,
                    2 * d->F, d->h, 0);
 }

@@ -30,8 +30,8 @@ total = float(re.search(r'^  sum of ops +([\d.]+)', prof, re.M).group(1))
 wall = float(re.search(r'^  step \(wall\) +([\d.]+)', prof, re.M).group(1))
 ops = {k.split(' ')[0] for k in rows}
 need = {'embedding_fwd', 'rmsnorm_fwd', 'rmsnorm_bwd', 'matmul_fwd', 'matmul_bwd', 'conv_silu_fwd', 'l2norm_fwd',
-        'gate_fwd', 'delta_rule_fwd', 'delta_rule_bwd', 'gated_rmsnorm_fwd', 'matmul_swiglu_fwd', 'lmhead_ce', 'embedding_bwd',
-        'sumsq', 'clip_scale', 'adamw_multi', 'memset0'}
+        'gate_fwd', 'delta_rule_fwd', 'delta_rule_bwd', 'gated_rmsnorm_fwd', 'matmul_swiglu_fwd', 'matmul_swiglu_bwd',
+        'lmhead_ce', 'embedding_bwd', 'sumsq', 'clip_scale', 'adamw_multi', 'memset0'}
 assert need <= ops, sorted(need - ops)
 assert 'adamw' not in ops, 'the step should update with one adamw_multi, not per-tensor adamw'
 # tiny: 2 blocks -> 2 * 2 + 1 RMSNorms; one multi-tensor AdamW, one sum of squares, one clip scale per step

@@ -97,6 +97,9 @@ static void build_cases(int quick) {
     cases_matmul_swiglu(&g, 300, 256, 200, 0, 0); // fused at GDN_CUDA_GEMM=wg: 3 row tiles x 2 feature tiles, edges in M, K
     cases_matmul_swiglu(&g, 70, 40, 72, 8, 0);    // F % 128 != 0: the two ops
     cases_matmul_swiglu(&g, 2048, 4096, 1024, 0, 1);
+    cases_matmul_swiglu_bwd(&g, 300, 520, 200, 0, 0, 0); // fused at GDN_CUDA_GEMM=wg: 3 x 3 tiles, edges in M, F, K
+    cases_matmul_swiglu_bwd(&g, 130, 256, 72, 8, 1, 0);  // + y over the scratch (recompute_swiglu), strided dy
+    cases_matmul_swiglu_bwd(&g, 2048, 4096, 1024, 0, 0, 1);
     cases_swiglu(&g, 30, 40, 2, 0);     // y recomputed
     cases_swiglu(&g, 9, 36, 3, 0);      // the scalar path, y over dy in place
     cases_swiglu(&g, 2048, 4096, 3, 1); // recompute_swiglu's form at the 300M's F
@@ -385,6 +388,7 @@ enum {
     BE_RMS_B,
     BE_MM_F,
     BE_MM_SWIGLU,
+    BE_MM_SWIGLU_BWD,
     BE_MM_BX,
     BE_MM_BW,
     BE_CONV_F,
@@ -428,6 +432,9 @@ static void bench_call(void *vctx) {
         break;
     case BE_MM_SWIGLU: // gu, h, x, W; M F K
         be->matmul_swiglu_fwd(p[0], p[1], p[2], I[2], p[3], I[0], I[1], I[2]);
+        break;
+    case BE_MM_SWIGLU_BWD: // dgu, dh, dy, W, gu; M F K
+        be->matmul_swiglu_bwd(p[0], NULL, p[1], p[2], I[2], p[3], p[4], I[0], I[1], I[2]);
         break;
     case BE_MM_BX:
         be->matmul_bwd(p[0], I[2], NULL, p[1], I[1], NULL, I[2], p[2], I[0], I[1], I[2], 0);
@@ -605,6 +612,15 @@ static int run_bench(int small, int gemm_only) {
         x.which = BE_MM_SWIGLU, x.p[0] = gu, x.p[1] = hh, x.p[2] = xx, x.p[3] = W, x.i[0] = N, x.i[1] = F, x.i[2] = h;
         bench_report(&x, "matmul_swiglu_fwd gate|up + SwiGLU", 0, 2.0 * N * 2 * F * h);
         be->free(xx), be->free(W), be->free(gu), be->free(hh);
+    }
+    { // its backward through the down projection (fused under GDN_CUDA_GEMM=wg): against matmul_bwd dx down + swiglu_bwd
+        void *dy = bench_buf(be, (size_t)N * h, 1, 0, 1, &g), *W = bench_buf(be, (size_t)h * F, 1, 0, 0.02f, &g);
+        void *gu = bench_buf(be, (size_t)N * 2 * F, 1, 0, 1, &g);
+        void *dgu = be->alloc((size_t)N * 2 * F * 2), *dh = be->alloc((size_t)N * F * 2);
+        x.which = BE_MM_SWIGLU_BWD, x.p[0] = dgu, x.p[1] = dh, x.p[2] = dy, x.p[3] = W, x.p[4] = gu;
+        x.i[0] = N, x.i[1] = F, x.i[2] = h;
+        bench_report(&x, "matmul_swiglu_bwd down dx + SwiGLU bwd", 0, 2.0 * N * F * h);
+        be->free(dy), be->free(W), be->free(gu), be->free(dgu), be->free(dh);
     }
     if (gemm_only) { // the GEMMs alone: `GDN_CUDA_GEMM_ALGO=r test_cuda_ops --bench-gemm` sweeps cuBLASLt's choices
         free(ids);

@@ -145,6 +145,29 @@ void cases_matmul_swiglu(Rng *g, int M, int F, int K, int pad, int big) {
     add_t(c, "h", K_ACT, R_OUT, M, F, 0, F32_GEMM, B16_STORE2);
 }
 
+static void run_matmul_swiglu_bwd(const Backend *be, void **p, const Case *c) {
+    // dy, W, gu, dgu, y, dh;  i: M F K lddy
+    be->matmul_swiglu_bwd(p[3], p[4], p[5], p[0], c->i[3], p[1], p[2], c->i[0], c->i[1], c->i[2]);
+}
+
+// the MLP's backward through the down projection into SwiGLU's backward as one op (GDN_CUDA_GEMM=wg fuses them):
+// dgu and (recompute) y against the CPU's matmul_bwd then swiglu_bwd; dh is scratch, aliasing y when it is given
+void cases_matmul_swiglu_bwd(Rng *g, int M, int F, int K, int pad, int recompute, int big) {
+    const int lddy = K + pad;
+    Case *c = new_case("matmul_swiglu_bwd", run_matmul_swiglu_bwd, "M=%d F=%d K=%d ld+%d%s", M, F, K, pad,
+                       recompute ? " +y" : "");
+    c->i[0] = M, c->i[1] = F, c->i[2] = K, c->i[3] = lddy, c->big = big;
+    fill_normal(add_in(c, "dy", K_ACT, M, K, lddy), g, 0, 1);
+    fill_normal(add_in(c, "W", K_ACT, K, F, 0), g, 0, 0.05f);
+    fill_normal(add_in(c, "gu", K_ACT, M, 2 * F, 0), g, 0, 2);
+    // dgu: one rounding of a product of dH (rounded, as stored between the two ops) and SwiGLU's factors
+    add_t(c, "dgu", K_ACT, R_OUT, M, 2 * F, 0, F32_GEMM, B16_STORE2);
+    Tensor *y = add_t(c, "y", K_ACT, R_OUT, M, F, 0, F32_ORDER, B16_STORE);
+    add_t(c, "dh", K_ACT, R_SCRATCH, M, F, 0, F32_EXACT, B16_EXACT);
+    if (recompute) c->alias[5] = 4; // dh is y's buffer (the model's recompute_swiglu form)
+    else y->is_null = 1;
+}
+
 // mode 0: the gradient only; 1: dgu overwrites gu in place; 2: y recomputed too; 3: y overwrites dy in place (the
 // model's recompute_swiglu form)
 void cases_swiglu(Rng *g, int N, int F, int mode, int big) {

@@ -171,7 +171,7 @@ static void run_case(const Backend *be, const Case *c, int round_act, Result *re
         size_t n = tsize(t);
         buf[x] = dbuf_alloc(be, n * elem_bytes(be, t->kind));
         ptr[x] = buf[x].p;
-        if (t->role == R_OUT) {
+        if (t->role == R_OUT || t->role == R_SCRATCH) {
             unsigned char *ff = xmalloc(buf[x].bytes);
             memset(ff, 0xff, buf[x].bytes); // NaN in fp32 and bf16
             be->memcpy_h2d(buf[x].p, ff, buf[x].bytes);
@@ -212,7 +212,7 @@ static void run_case(const Backend *be, const Case *c, int round_act, Result *re
                     break;
                 }
         // gap columns of strided outputs untouched
-        if (t->role != R_IN && t->ld > t->cols && !res->err[0])
+        if (t->role != R_IN && t->role != R_SCRATCH && t->ld > t->cols && !res->err[0])
             for (size_t r = 0; r < t->rows && !res->err[0]; r++)
                 for (size_t col = t->cols; col < t->ld; col++) {
                     float got = res->val[x][r * t->ld + col];
@@ -295,7 +295,7 @@ void check_case(const Case *c, const Backend *cpu, const Backend *gpu, int bf16)
     }
     for (int x = 0; x < c->nt && !fail; x++) {
         const Tensor *t = &c->t[x];
-        if (t->role == R_IN || t->is_null || t->kind == K_I32 || c->alias[x] >= 0) continue;
+        if (t->role == R_IN || t->role == R_SCRATCH || t->is_null || t->kind == K_I32 || c->alias[x] >= 0) continue;
         Tol tol = bf16 ? t->t16 : t->t32;
         if (bf16 && t->round_ref)
             for (size_t e = 0; e < tsize(t); e++) ref.val[x][e] = round_bf16(ref.val[x][e]);
@@ -325,7 +325,7 @@ void check_case(const Case *c, const Backend *cpu, const Backend *gpu, int bf16)
     if (!fail && c->determinism) {
         run_case(gpu, c, 0, &again);
         for (int x = 0; x < c->nt && !fail; x++)
-            if (got.raw[x] && c->t[x].role != R_IN && memcmp(got.raw[x], again.raw[x], got.raw_bytes[x])) {
+            if (got.raw[x] && c->t[x].role != R_IN && c->t[x].role != R_SCRATCH && memcmp(got.raw[x], again.raw[x], got.raw_bytes[x])) {
                 fail = 1;
                 snprintf(why, sizeof why, "%s differs between two identical runs (not deterministic)", c->t[x].name);
             }

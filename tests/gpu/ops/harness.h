@@ -62,7 +62,8 @@ float rng_normal(Rng *g);
 
 enum { GUARD = 256, MAXT = 16 };
 typedef enum { K_ACT, K_F32, K_I32 } Kind;
-typedef enum { R_IN, R_OUT, R_ACC } Role; // input; overwritten output; += / in-out
+// input; overwritten output; += / in-out; scratch the op may write (contents undefined after: not compared)
+typedef enum { R_IN, R_OUT, R_ACC, R_SCRATCH } Role;
 
 typedef struct {
     const char *name;
@@ -114,6 +115,7 @@ void report_abort(void); // atexit: names the case that was running if the backe
 // rows: embedding, RMSNorm, matmul, SwiGLU, lm head + cross-entropy, logits statistics
 void cases_embedding(Rng *g, int N, int h, int V);
 void cases_rmsnorm(Rng *g, int N, int h, int resid, int alias_s, int big);
+void cases_matmul_swiglu_bwd(Rng *g, int M, int F, int K, int pad, int recompute, int big);
 void cases_matmul(Rng *g, int M, int N, int K, int pad, int acc, int big);
 void cases_swiglu(Rng *g, int N, int F, int mode, int big);
 void cases_matmul_swiglu(Rng *g, int M, int F, int K, int pad, int big);
