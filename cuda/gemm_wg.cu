@@ -243,14 +243,17 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_con
             wg_store_f32acc(a, acc, row0, tn * WG_BN);
         } else if (FORM == WG_DX_SWIGLU) {
             const int lane = threadIdx.x & 31, F2 = 2 * a.F;
-#pragma unroll 1
+#pragma unroll // unrolled: acc is indexed by constants only (registers, not the stack)
             for (int half = 0; half < 2; half++) { // features f0 .. f0 + 127 of the tile, then the next 128
                 const int f0 = tn * WG_BN + 128 * half, cols_left = a.F - f0;
                 const bf16 *gp = a.gu + (size_t)row0 * F2 + f0; // gate; up F further
                 // the fragment element's (row, feature) inside the half-tile; 0 outside (never stored)
+                // (F even: a column pair never straddles the edge, and one 4-byte load serves both of its elements)
                 auto ld = [&](int jj, int i, int up) {
-                    const int r = (lane >> 2) + 8 * (i >> 1), c = 8 * jj + 2 * (lane & 3) + (i & 1);
-                    return r < rows_left && c < cols_left ? __bfloat162float(gp[(size_t)r * F2 + up * a.F + c]) : 0.0f;
+                    const int r = (lane >> 2) + 8 * (i >> 1), c = 8 * jj + 2 * (lane & 3);
+                    if (r >= rows_left || c >= cols_left) return 0.0f;
+                    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162 *>(gp + (size_t)r * F2 + up * a.F + c);
+                    return __bfloat162float((i & 1) ? v.y : v.x);
                 };
                 auto dh = [&](int jj, int i) { return rnd<bf16>(acc[4 * (16 * half + jj) + i]); }; // dH as stored
                 bf16 *dg = a.y + (size_t)row0 * F2 + f0;
@@ -431,7 +434,8 @@ void cu_gemm_wg_dx(const char *op, bf16 *dx, int lddx, const bf16 *dy, int lddy,
 // dx, never stored); gu, dgu [M, 2F] and h [M, F] dense.
 void cu_gemm_wg_dx_swiglu(const char *op, bf16 *dgu, bf16 *h, const bf16 *gu, const bf16 *dy, int lddy, const bf16 *W,
                           int M, int F, int K) {
-    CU_REQUIRE(M > 0 && F > 0 && K > 0, "gemm_wg_dx_swiglu", "%s: empty GEMM M=%d F=%d K=%d", op, M, F, K);
+    CU_REQUIRE(M > 0 && F > 0 && K > 0 && F % 8 == 0, "gemm_wg_dx_swiglu", "%s: M=%d F=%d (a multiple of 8) K=%d", op,
+               M, F, K);
     CU_REQUIRE(cu_gemm_wg_fits(dgu, 2 * F, dy, lddy, W, F) && cu_aligned16(gu) && (!h || cu_aligned16(h)),
                "gemm_wg_dx_swiglu",
                "%s: needs sm_90 and 16-byte aligned dgu, h, gu, dy, W with row strides multiple of 8 (lddy=%d F=%d)", op,
