@@ -1,6 +1,6 @@
-// gemm_wg.cu: the projections' GEMMs on sm_90's warpgroup MMAs (bf16 inputs, fp32 accumulation), our own (notes/PERF.md,
-// "the road to 1.25x": the lm head's statistics, SwiGLU and RMSNorm need GEMMs whose prologue and epilogue are
-// ours; cuBLASLt has none of those epilogues). Four forms of one kernel:
+// gemm_wg.cu: the projections' GEMMs on sm_90's warpgroup MMAs (bf16 inputs, fp32 accumulation), our own
+// (notes/PERF.md, "the road to 1.25x": the lm head's statistics, SwiGLU and RMSNorm need GEMMs whose prologue and
+// epilogue are ours; cuBLASLt has none of those epilogues). Four forms of one kernel:
 //   FWD     y[M, N] = x[M, K] W[N, K]^T (bf16 y, optionally + y)       A = x K-major, B = W K-major
 //   SWIGLU  the same with W = [gate; up] and h = swiglu(y) in the epilogue
 //   DX      dx[M, K] = dy[M, N] W[N, K] (bf16, optionally + dx)        A = dy K-major, B = W MN-major
@@ -215,10 +215,11 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_con
             const uint32_t wa = smem_u32(ring + s * WG_STAGE_BYTES + WG_A_BYTES);
             wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < WG_BK / 16; kk++) // K-major: k16 steps of 32 bytes; MN-major: of 16 rows
-                wgmma_m64n256k16<A_MN, B_MN>(acc, A_MN ? wg_desc_mn_sw128(xa + 2048 * kk, 8192) : wg_desc_sw128(xa + 32 * kk),
-                                             B_MN ? wg_desc_mn_sw128(wa + 2048 * kk, 8192) : wg_desc_sw128(wa + 32 * kk),
-                                             kt > 0 || kk > 0);
+            for (int kk = 0; kk < WG_BK / 16; kk++) { // K-major: k16 steps of 32 bytes; MN-major: of 16 rows
+                const uint64_t da = A_MN ? wg_desc_mn_sw128(xa + 2048 * kk, 8192) : wg_desc_sw128(xa + 32 * kk);
+                const uint64_t db = B_MN ? wg_desc_mn_sw128(wa + 2048 * kk, 8192) : wg_desc_sw128(wa + 32 * kk);
+                wgmma_m64n256k16<A_MN, B_MN>(acc, da, db, kt > 0 || kk > 0);
+            }
             wg_commit();
             // the previous stage's MMAs are done once at most this one's group is pending: release that stage
             wg_wait<1>();
@@ -252,7 +253,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_con
                 auto ld = [&](int jj, int i, int up) {
                     const int r = (lane >> 2) + 8 * (i >> 1), c = 8 * jj + 2 * (lane & 3);
                     if (r >= rows_left || c >= cols_left) return 0.0f;
-                    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162 *>(gp + (size_t)r * F2 + up * a.F + c);
+                    const bf16 *p = gp + (size_t)r * F2 + up * a.F + c;
+                    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162 *>(p);
                     return __bfloat162float((i & 1) ? v.y : v.x);
                 };
                 auto dh = [&](int jj, int i) { return rnd<bf16>(acc[4 * (16 * half + jj) + i]); }; // dH as stored
@@ -438,8 +440,8 @@ void cu_gemm_wg_dx_swiglu(const char *op, bf16 *dgu, bf16 *h, const bf16 *gu, co
                M, F, K);
     CU_REQUIRE(cu_gemm_wg_fits(dgu, 2 * F, dy, lddy, W, F) && cu_aligned16(gu) && (!h || cu_aligned16(h)),
                "gemm_wg_dx_swiglu",
-               "%s: needs sm_90 and 16-byte aligned dgu, h, gu, dy, W with row strides multiple of 8 (lddy=%d F=%d)", op,
-               lddy, F);
+               "%s: needs sm_90 and 16-byte aligned dgu, h, gu, dy, W with row strides multiple of 8 (lddy=%d F=%d)",
+               op, lddy, F);
     WgGemmArgs a;
     memset(&a, 0, sizeof a);
     cu_tmap_2d_bf16(&a.tm_x, dy, (uint64_t)K, (uint64_t)M, (uint64_t)lddy * 2, WG_BK, WG_BM, op);

@@ -291,12 +291,20 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
         else
             cu_launch("lmhead_ce softmax", ce_rows_kernel<T>, dim3(rows), dim3(CE_THREADS), 0, (const float *)logits,
                       dlogits, V, targets + n0, losses + n0, dy ? 1 : 0, loss_scale, n0, g_cu.err_dev);
-        if (dy) {
-            cu_gemm("lmhead_ce dy", false, false, h, rows, V, E, h, dlogits, V, (T *)dy + (size_t)n0 * h, h,
-                    cu_dtype<T>(), cu_dtype<T>(), 0.0f);
-            if (dE)
-                cu_gemm("lmhead_ce dE", false, true, h, V, rows, ya + (size_t)n0 * h, h, dlogits, V, dE, h,
-                        cu_dtype<T>(), CUDA_R_32F, 1.0f);
+        if (dy) { // dy = dlogits E and dE += dlogits^T y: gemm_wg's DX and DW forms under GDN_CUDA_GEMM=wg
+            T *dyc = (T *)dy + (size_t)n0 * h;
+            const T *yc = ya + (size_t)n0 * h;
+            const bool wg = bf16_logits && sizeof(T) == 2 && cu_gemm_wg_bwd_on();
+            if (wg && cu_gemm_wg_takes(rows, dyc, h, dlogits, V, E, h))
+                cu_gemm_wg_dx("lmhead_ce dy", (bf16 *)dyc, h, (const bf16 *)dlogits, V, (const bf16 *)E, rows, V, h, 0);
+            else
+                cu_gemm("lmhead_ce dy", false, false, h, rows, V, E, h, dlogits, V, dyc, h, cu_dtype<T>(),
+                        cu_dtype<T>(), 0.0f);
+            if (dE && wg && cu_gemm_wg_dw_takes(rows, V, h, dE, dlogits, V, yc, h))
+                cu_gemm_wg_dw("lmhead_ce dE", dE, (const bf16 *)dlogits, V, (const bf16 *)yc, h, rows, V, h);
+            else if (dE)
+                cu_gemm("lmhead_ce dE", false, true, h, V, rows, yc, h, dlogits, V, dE, h, cu_dtype<T>(), CUDA_R_32F,
+                        1.0f);
         }
     }
     if ((void *)dlogits != logits) cu_scratch_free(dlogits);

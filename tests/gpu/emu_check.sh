@@ -50,7 +50,7 @@ echo "== emulated CUDA backend, threads in reverse order"
 EMU_ORDER=reverse OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" "${args[@]}"
 if [ $# -eq 0 ]; then # our sm_90 GEMM on the cases of the ops it takes under GDN_CUDA_GEMM=wg (the default: cuBLASLt's stand-in)
   for order in forward reverse; do
-    for pair in matmul_fwd:gemm_wg matmul_swiglu:gemm_wg_swiglu lmhead_ce:gemm_wg matmul_bwd:gemm_wg_dx matmul_bwd:gemm_wg_dw matmul_swiglu_bwd:gemm_wg_dx_swiglu; do
+    for pair in matmul_fwd:gemm_wg matmul_swiglu:gemm_wg_swiglu lmhead_ce:gemm_wg matmul_bwd:gemm_wg_dx matmul_bwd:gemm_wg_dw matmul_swiglu_bwd:gemm_wg_dx_swiglu lmhead_ce:gemm_wg_dx lmhead_ce:gemm_wg_dw; do
       op=${pair%%:*} kern=${pair##*:}
       echo "== $op through $kern (GDN_CUDA_GEMM=wg), threads in $order order"
       GDN_CUDA_GEMM=wg EMU_ORDER=$order EMU_COUNT_KERNEL=$kern OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" --quick --only $op \

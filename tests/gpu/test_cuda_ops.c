@@ -160,6 +160,8 @@ static void build_cases(int quick) {
     cases_lmhead(&g, 33, 40, 304, 0, 0, 0);
     g_cases[g_ncases - 2].i[4] = 2; // (the loss-only call adds an lmhead_logits case after it)
     strcat(g_cases[g_ncases - 2].name, " grid 2");
+    // dE through gemm_wg_dw at GDN_CUDA_GEMM=wg (25 x 4 tiles of dE fill 3/4 of 132 SMs); dy through gemm_wg_dx
+    cases_lmhead(&g, 40, 1024, 3200, 1, 0, 0);
     // multi-tensor AdamW over chunk tables and the device-side clip scale (appended: the cases above keep their
     // random inputs)
     cases_adamw_multi(&g, 0, 1);
