@@ -70,15 +70,16 @@ __device__ __forceinline__ void wg_tile_coords(int t, int tiles_m, int tiles_n, 
     tn = r / rows;
 }
 
-// 16 rows x 128 columns of a consumer warp's tile out to y (pointing at the block's first element, row stride ldy,
-// rows_left x cols_left of it inside the tensor), val(jj, i) giving the fp32 value of fragment element i of n8-tile jj
-// (0..15): rounded to bf16 into the warp's shared buffer (16-byte units swizzled by row: conflict-free fragment writes
-// and row reads), then out in 16-byte row segments.
-template <typename Val>
+// 16 rows x 8 JJ columns (128 by default) of a consumer warp's tile out to y (pointing at the block's first element,
+// row stride ldy, rows_left x cols_left of it inside the tensor), val(jj, i) giving the fp32 value of fragment
+// element i of n8-tile jj (0..JJ-1): rounded to bf16 into the warp's shared buffer (16-byte units swizzled by row:
+// conflict-free fragment writes and row reads), then out in 16-byte row segments.
+template <int JJ = 16, typename Val>
 __device__ __forceinline__ void wg_store16(bf16 *buf, bf16 *y, int ldy, int rows_left, int cols_left, Val val) {
+    static_assert(JJ == 8 || JJ == 16, "64 or 128 columns");
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int jj = 0; jj < 16; jj++) // unit jj of the row (8 columns = 16 bytes); rows g and g + 8
+    for (int jj = 0; jj < JJ; jj++) // unit jj of the row (8 columns = 16 bytes); rows g and g + 8
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const int r = g + 8 * half;
@@ -86,11 +87,11 @@ __device__ __forceinline__ void wg_store16(bf16 *buf, bf16 *y, int ldy, int rows
                 __floats2bfloat162_rn(val(jj, 2 * half), val(jj, 2 * half + 1));
         }
     cu_syncwarp();
-    // 16 rows x 16 units: lane reads unit (lane % 16) of rows 2 i + lane / 16
-    const int u = lane & 15;
+    // 16 rows x JJ units: lane reads unit (lane % JJ) of rows (32 / JJ) i + lane / JJ
+    const int u = lane % JJ;
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int r = 2 * i + (lane >> 4), col = 8 * u;
+    for (int i = 0; i < JJ / 2; i++) {
+        const int r = (32 / JJ) * i + lane / JJ, col = 8 * u;
         const uint4 v = *reinterpret_cast<const uint4 *>(buf + r * 128 + ((u ^ (r & 7)) * 8));
         if (r >= rows_left || col >= cols_left) continue;
         bf16 *yp = y + (size_t)r * ldy + col;
@@ -104,33 +105,36 @@ __device__ __forceinline__ void wg_store16(bf16 *buf, bf16 *y, int ldy, int rows
     cu_syncwarp(); // the buffer is rewritten by the next call
 }
 
-// accumulate: y_old + acc in fp32, one rounding (the half-tile is written from fp32 values, not the staged bf16)
-__device__ __forceinline__ void wg_store_acc(const WgGemmArgs &a, const float (&acc)[128], int row0, int col0) {
+// accumulate: y_old + acc in fp32, one rounding (the half-tile is written from fp32 values, not the staged bf16);
+// acc(j, i): element i of n8-tile j, j < J
+template <int J, typename Acc>
+__device__ __forceinline__ void wg_store_acc(const WgGemmArgs &a, Acc acc, int row0, int col0) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int j = 0; j < 32; j++)
+    for (int j = 0; j < J; j++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int row = row0 + g + 8 * (i >> 1), col = col0 + 8 * j + 2 * t + (i & 1);
             if (row < a.M && col < a.N) {
                 bf16 *yp = a.y + (size_t)row * a.ldy + col;
-                *yp = __float2bfloat16_rn(acc[4 * j + i] + __bfloat162float(*yp));
+                *yp = __float2bfloat16_rn(acc(j, i) + __bfloat162float(*yp));
             }
         }
 }
 
 // DW: yf += acc in fp32 (a gradient accumulator), 8-byte pairs where the row allows
-__device__ __forceinline__ void wg_store_f32acc(const WgGemmArgs &a, const float (&acc)[128], int row0, int col0) {
+template <int J, typename Acc>
+__device__ __forceinline__ void wg_store_f32acc(const WgGemmArgs &a, Acc acc, int row0, int col0) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const bool pairs = (a.ldy % 2) == 0 && (reinterpret_cast<uintptr_t>(a.yf) & 7) == 0;
 #pragma unroll
-    for (int j = 0; j < 32; j++)
+    for (int j = 0; j < J; j++)
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const int row = row0 + g + 8 * half, col = col0 + 8 * j + 2 * t;
             if (row >= a.M || col >= a.N) continue;
             float *yp = a.yf + (size_t)row * a.ldy + col;
-            const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
+            const float v0 = acc(j, 2 * half), v1 = acc(j, 2 * half + 1);
             if (pairs && col + 1 < a.N) {
                 float2 o = *reinterpret_cast<float2 *>(yp);
                 o.x += v0, o.y += v1;
@@ -140,6 +144,67 @@ __device__ __forceinline__ void wg_store_f32acc(const WgGemmArgs &a, const float
                 if (col + 1 < a.N) yp[1] += v1;
             }
         }
+}
+
+// A consumer warp's 16 rows of its tile (first row row0) out, NC columns: acc(j, i) is element i of n8-tile j (j <
+// NC / 8) as the fragment layout at the top of cuda/hopper.cuh places it; tn the tile's column index. The column tile
+// is NC columns of y (FWD, DX, DW), or NC / 2 features' gate and up columns (SWIGLU), or NC features of dH (DX_SWIGLU).
+template <int FORM, int NC, typename Acc>
+__device__ __forceinline__ void wg_epilogue(const WgGemmArgs &a, bf16 *buf, Acc acc, int row0, int tn) {
+    const int rows_left = a.M - row0;
+    if (FORM == WG_SWIGLU) { // gate | up halves of the tile: features f0 .. f0 + NC / 2 - 1
+        constexpr int H = NC / 16; // n8-tiles of one half
+        const int f0 = tn * (NC / 2);
+        bf16 *gu = a.y + (size_t)row0 * a.ldy;
+        wg_store16<H>(buf, gu + f0, a.ldy, rows_left, a.F - f0, [&](int jj, int i) { return acc(jj, i); });
+        wg_store16<H>(buf, gu + a.F + f0, a.ldy, rows_left, a.F - f0, [&](int jj, int i) { return acc(H + jj, i); });
+        wg_store16<H>(buf, a.h + (size_t)row0 * a.F + f0, a.F, rows_left, a.F - f0, [&](int jj, int i) {
+            const float g = rnd<bf16>(acc(jj, i)), u = rnd<bf16>(acc(H + jj, i));
+            return swiglu_f(g, sigmoid_f(g), u);
+        });
+    } else if (FORM == WG_DW) {
+        wg_store_f32acc<NC / 8>(a, acc, row0, tn * NC);
+    } else if (FORM == WG_DX_SWIGLU) {
+        const int lane = threadIdx.x & 31, F2 = 2 * a.F;
+#pragma unroll // unrolled: acc is indexed by constants only (registers, not the stack)
+        for (int half = 0; half < NC / 128; half++) { // features f0 .. f0 + 127 of the tile, then the next 128
+            const int f0 = tn * NC + 128 * half, cols_left = a.F - f0;
+            const bf16 *gp = a.gu + (size_t)row0 * F2 + f0; // gate; up F further
+            // the fragment element's (row, feature) inside the half-tile; 0 outside (never stored)
+            // (F even: a column pair never straddles the edge, and one 4-byte load serves both of its elements)
+            auto ld = [&](int jj, int i, int up) {
+                const int r = (lane >> 2) + 8 * (i >> 1), c = 8 * jj + 2 * (lane & 3);
+                if (r >= rows_left || c >= cols_left) return 0.0f;
+                const bf16 *p = gp + (size_t)r * F2 + up * a.F + c;
+                const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162 *>(p);
+                return __bfloat162float((i & 1) ? v.y : v.x);
+            };
+            auto dh = [&](int jj, int i) { return rnd<bf16>(acc(16 * half + jj, i)); }; // dH as stored
+            bf16 *dg = a.y + (size_t)row0 * F2 + f0;
+            wg_store16(buf, dg, F2, rows_left, cols_left, [&](int jj, int i) {
+                const float g = ld(jj, i, 0);
+                return swiglu_dg(dh(jj, i), g, sigmoid_f(g), ld(jj, i, 1));
+            });
+            wg_store16(buf, dg + a.F, F2, rows_left, cols_left, [&](int jj, int i) {
+                const float g = ld(jj, i, 0);
+                return swiglu_du(dh(jj, i), g, sigmoid_f(g));
+            });
+            if (a.h)
+                wg_store16(buf, a.h + (size_t)row0 * a.F + f0, a.F, rows_left, cols_left, [&](int jj, int i) {
+                    const float g = ld(jj, i, 0);
+                    return swiglu_f(g, sigmoid_f(g), ld(jj, i, 1));
+                });
+        }
+    } else if (a.accumulate) {
+        wg_store_acc<NC / 8>(a, acc, row0, tn * NC);
+    } else {
+        const int col0 = tn * NC;
+        bf16 *y = a.y + (size_t)row0 * a.ldy + col0;
+#pragma unroll
+        for (int b = 0; b < NC / 128; b++)
+            wg_store16(buf, y + 128 * b, a.ldy, rows_left, a.N - col0 - 128 * b,
+                       [&](int jj, int i) { return acc(16 * b + jj, i); });
+    }
 }
 
 // SWIGLU: the tile's 256 columns are 128 gate rows of W (f0 .. f0 + 127, f0 = 128 x column tile) and the same 128
@@ -229,59 +294,108 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_kernel(const __grid_con
         wg_wait<0>();
         wg_fence_regs(acc);
         if ((threadIdx.x & 127) == 0) mbar_arrive(&empty[(it - 1) % WG_STAGES]);
-        const int row0 = tm * WG_BM + 64 * c + 16 * warp, rows_left = a.M - row0;
-        if (SWIGLU) {
-            const int f0 = tn * 128;
-            bf16 *gu = a.y + (size_t)row0 * a.ldy;
-            wg_store16(buf, gu + f0, a.ldy, rows_left, a.F - f0, [&](int jj, int i) { return acc[4 * jj + i]; });
-            wg_store16(buf, gu + a.F + f0, a.ldy, rows_left, a.F - f0,
-                       [&](int jj, int i) { return acc[4 * (16 + jj) + i]; });
-            wg_store16(buf, a.h + (size_t)row0 * a.F + f0, a.F, rows_left, a.F - f0, [&](int jj, int i) {
-                const float g = rnd<bf16>(acc[4 * jj + i]), u = rnd<bf16>(acc[4 * (16 + jj) + i]);
-                return swiglu_f(g, sigmoid_f(g), u);
-            });
-        } else if (FORM == WG_DW) {
-            wg_store_f32acc(a, acc, row0, tn * WG_BN);
-        } else if (FORM == WG_DX_SWIGLU) {
-            const int lane = threadIdx.x & 31, F2 = 2 * a.F;
-#pragma unroll // unrolled: acc is indexed by constants only (registers, not the stack)
-            for (int half = 0; half < 2; half++) { // features f0 .. f0 + 127 of the tile, then the next 128
-                const int f0 = tn * WG_BN + 128 * half, cols_left = a.F - f0;
-                const bf16 *gp = a.gu + (size_t)row0 * F2 + f0; // gate; up F further
-                // the fragment element's (row, feature) inside the half-tile; 0 outside (never stored)
-                // (F even: a column pair never straddles the edge, and one 4-byte load serves both of its elements)
-                auto ld = [&](int jj, int i, int up) {
-                    const int r = (lane >> 2) + 8 * (i >> 1), c = 8 * jj + 2 * (lane & 3);
-                    if (r >= rows_left || c >= cols_left) return 0.0f;
-                    const bf16 *p = gp + (size_t)r * F2 + up * a.F + c;
-                    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162 *>(p);
-                    return __bfloat162float((i & 1) ? v.y : v.x);
-                };
-                auto dh = [&](int jj, int i) { return rnd<bf16>(acc[4 * (16 * half + jj) + i]); }; // dH as stored
-                bf16 *dg = a.y + (size_t)row0 * F2 + f0;
-                wg_store16(buf, dg, F2, rows_left, cols_left, [&](int jj, int i) {
-                    const float g = ld(jj, i, 0);
-                    return swiglu_dg(dh(jj, i), g, sigmoid_f(g), ld(jj, i, 1));
-                });
-                wg_store16(buf, dg + a.F, F2, rows_left, cols_left, [&](int jj, int i) {
-                    const float g = ld(jj, i, 0);
-                    return swiglu_du(dh(jj, i), g, sigmoid_f(g));
-                });
-                if (a.h)
-                    wg_store16(buf, a.h + (size_t)row0 * a.F + f0, a.F, rows_left, cols_left, [&](int jj, int i) {
-                        const float g = ld(jj, i, 0);
-                        return swiglu_f(g, sigmoid_f(g), ld(jj, i, 1));
-                    });
+        wg_epilogue<FORM, WG_BN>(a, buf, [&](int j, int i) { return acc[4 * j + i]; }, tm * WG_BM + 64 * c + 16 * warp,
+                                 tn);
+    }
+}
+
+
+// ---- the ping-pong schedule (GDN_CUDA_WG_SCHED=pingpong; forms FWD, SWIGLU, DX, DX_SWIGLU): each consumer
+// warpgroup owns whole [128 x 128] tiles (two m64n128 accumulators, 128 registers), the block's tiles alternating
+// between them; a consumer starts its main loop only once the other has finished its own (mbarrier done[c]), so
+// one consumer's epilogue runs under the other's MMAs instead of stopping the tensor cores. The ring's stages
+// (A [128 x 64] + B [128 x 64], 32 KB) are consumed in tile order, one consumer each (empty counts one arrival).
+// Costs: B is loaded once per 128 output rows instead of 256 columns' worth per 128 rows (32 KB a stage for 2.1
+// MFLOP against 48 KB for 4.2: 1.33x the shared-memory fill per MMA).
+enum {
+    PP_BM = 128,
+    PP_BN = 128,
+    PP_STAGES = 6,
+    PP_STAGE_BYTES = (PP_BM + PP_BN) * WG_BK * 2, // 32 KB
+    PP_SMEM = 1023 + PP_STAGES * PP_STAGE_BYTES + 8 * WG_EPI_BYTES + (2 * PP_STAGES + 2) * 8,
+};
+
+template <int FORM>
+__global__ void __launch_bounds__(WG_THREADS, 1) gemm_wg_pp_kernel(const __grid_constant__ WgGemmArgs a) {
+    static_assert(FORM != WG_DW, "DW's epilogue is a sliver of its long K: the cooperative schedule");
+    constexpr bool SWIGLU = FORM == WG_SWIGLU, B_MN = FORM == WG_DX || FORM == WG_DX_SWIGLU;
+    CU_DYN_SMEM(unsigned char, raw);
+    unsigned char *ring = raw + ((1024u - (smem_u32(raw) & 1023u)) & 1023u);
+    bf16 *epi = reinterpret_cast<bf16 *>(ring + PP_STAGES * PP_STAGE_BYTES);
+    uint64_t *full = reinterpret_cast<uint64_t *>(ring + PP_STAGES * PP_STAGE_BYTES + 8 * WG_EPI_BYTES);
+    uint64_t *empty = full + PP_STAGES, *done = empty + PP_STAGES; // done[c]: consumer c finished a main loop
+    const int wg = threadIdx.x / 128;
+    const int tiles_m = (a.M + PP_BM - 1) / PP_BM, tiles_n = SWIGLU ? a.F / 64 : (a.N + PP_BN - 1) / PP_BN;
+    const int tiles = tiles_m * tiles_n, kt_n = (a.K + WG_BK - 1) / WG_BK;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < PP_STAGES; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+        mbar_init(&done[0], 1), mbar_init(&done[1], 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) { // producer: every tile of the block in order, whichever consumer takes it
+        wg_reg_dealloc<40>();
+        if (threadIdx.x == 0) {
+            tma_prefetch_map(&a.tm_x), tma_prefetch_map(&a.tm_w);
+            int it = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                int tm, tn;
+                wg_tile_coords(t, tiles_m, tiles_n, a.group_m, tm, tn);
+                for (int kt = 0; kt < kt_n; kt++, it++) {
+                    const int s = it % PP_STAGES;
+                    mbar_wait(&empty[s], ((it / PP_STAGES) & 1) ^ 1);
+                    unsigned char *st = ring + s * PP_STAGE_BYTES, *sb = st + PP_BM * WG_BK * 2;
+                    mbar_arrive_expect_tx(&full[s], PP_STAGE_BYTES);
+                    tma_load_2d(st, &a.tm_x, kt * WG_BK, tm * PP_BM, &full[s]);
+                    if (B_MN) { // two 64-column blocks of the output
+                        tma_load_2d(sb, &a.tm_w, tn * PP_BN, kt * WG_BK, &full[s]);
+                        tma_load_2d(sb + 8192, &a.tm_w, tn * PP_BN + 64, kt * WG_BK, &full[s]);
+                    } else if (SWIGLU) { // 64 features' gate rows, then their up rows
+                        tma_load_2d(sb, &a.tm_w, kt * WG_BK, tn * 64, &full[s]);
+                        tma_load_2d(sb + 8192, &a.tm_w, kt * WG_BK, a.F + tn * 64, &full[s]);
+                    } else {
+                        tma_load_2d(sb, &a.tm_w, kt * WG_BK, tn * PP_BN, &full[s]);
+                    }
+                }
             }
-        } else if (a.accumulate) {
-            wg_store_acc(a, acc, row0, tn * WG_BN);
-        } else {
-            const int col0 = tn * WG_BN;
-            bf16 *y = a.y + (size_t)row0 * a.ldy + col0;
-            wg_store16(buf, y, a.ldy, rows_left, a.N - col0, [&](int jj, int i) { return acc[4 * jj + i]; });
-            wg_store16(buf, y + 128, a.ldy, rows_left, a.N - col0 - 128,
-                       [&](int jj, int i) { return acc[4 * (16 + jj) + i]; });
         }
+        return;
+    }
+    wg_reg_alloc<232>();
+    const int c = wg - 1, warp = (threadIdx.x >> 5) & 3;
+    bf16 *buf = epi + (size_t)(4 * c + warp) * (WG_EPI_BYTES / 2);
+    float acc0[64], acc1[64]; // rows 0-63 and 64-127 of the tile
+    for (int t = blockIdx.x + c * gridDim.x, k = c; t < tiles; t += 2 * gridDim.x, k += 2) {
+        int tm, tn;
+        wg_tile_coords(t, tiles_m, tiles_n, a.group_m, tm, tn);
+        if (k > 0) mbar_wait(&done[1 - c], ((k - 1) / 2) & 1); // the other consumer's main loop of tile k - 1
+        int it = k * kt_n;                                      // the ring's stage uses before this tile's
+        for (int kt = 0; kt < kt_n; kt++, it++) {
+            const int s = it % PP_STAGES;
+            mbar_wait(&full[s], (it / PP_STAGES) & 1);
+            const uint32_t xa = smem_u32(ring + s * PP_STAGE_BYTES), wa = xa + PP_BM * WG_BK * 2;
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < WG_BK / 16; kk++) {
+                const uint64_t db = B_MN ? wg_desc_mn_sw128(wa + 2048 * kk, 8192) : wg_desc_sw128(wa + 32 * kk);
+                wgmma_m64n128k16<0, B_MN>(acc0, wg_desc_sw128(xa + 32 * kk), db, kt > 0 || kk > 0);
+                wgmma_m64n128k16<0, B_MN>(acc1, wg_desc_sw128(xa + 8192 + 32 * kk), db, kt > 0 || kk > 0);
+            }
+            wg_commit();
+            wg_wait<1>();
+            wg_fence_regs(acc0), wg_fence_regs(acc1);
+            if (kt > 0 && (threadIdx.x & 127) == 0) mbar_arrive(&empty[(it - 1) % PP_STAGES]);
+        }
+        wg_wait<0>();
+        wg_fence_regs(acc0), wg_fence_regs(acc1);
+        if ((threadIdx.x & 127) == 0) {
+            mbar_arrive(&empty[(it - 1) % PP_STAGES]);
+            mbar_arrive(&done[c]); // the other consumer's next main loop may start
+        }
+        const int row0 = tm * PP_BM + 16 * warp;
+        wg_epilogue<FORM, PP_BN>(a, buf, [&](int j, int i) { return acc0[4 * j + i]; }, row0, tn);
+        wg_epilogue<FORM, PP_BN>(a, buf, [&](int j, int i) { return acc1[4 * j + i]; }, row0 + 64, tn);
     }
 }
 
@@ -369,15 +483,53 @@ bool cu_gemm_wg_dw_takes(int M, int N, int K, const float *dW, const void *dy, i
     return 4 * tiles >= 3 * waves * sms;
 }
 
-static void wg_launch(const char *name, WgGemmArgs &a, int form, int tiles) {
+// GDN_CUDA_WG_SCHED=pingpong runs the forms other than DW on the ping-pong schedule (gemm_wg_pp_kernel); coop,
+// the default, on the cooperative one. An A/B switch: each output is one fp32 sum over K in the same k16 order
+// either way (the same bits in the emulator; n128 and n256 wgmmas may round their partial sums differently).
+static bool wg_pingpong(int form) {
+    static int pp = -1;
+    if (pp < 0) {
+        const char *e = getenv("GDN_CUDA_WG_SCHED");
+        if (e && *e && strcmp(e, "coop") && strcmp(e, "pingpong"))
+            die("GDN_CUDA_WG_SCHED=%s: expected coop (the default) or pingpong", e);
+        pp = e && !strcmp(e, "pingpong");
+    }
+    return pp && form != WG_DW;
+}
+
+// Launches the form on the schedule wg_pingpong picks (the caller encoded W's map with that schedule's box: the
+// [rows of W] per tile wg_w_rows gives), one block per SM at most.
+static void wg_launch(const char *name, WgGemmArgs &a, int form) {
     static int group = -1; // a tuning knob for the benchmarks: any value gives the same results
     if (group < 0) {
         const char *e = getenv("GDN_CUDA_WG_GROUP");
         group = e && atoi(e) > 0 ? atoi(e) : 8;
     }
     a.group_m = group;
-    const int sms = g_cu.sm_count > 0 ? g_cu.sm_count : 1;
-    const dim3 grid((unsigned)(tiles < sms ? tiles : sms));
+    const bool pp = wg_pingpong(form);
+    const int bn = pp ? (int)PP_BN : (int)WG_BN, feat = bn / 2; // output columns per tile (SWIGLU: features bn / 2)
+    const long tiles = (long)((a.M + WG_BM - 1) / WG_BM) * (form == WG_SWIGLU ? a.F / feat : (a.N + bn - 1) / bn);
+    // GDN_CUDA_WG_GRID=n caps the grid (tests: many tiles a block, so the persistent loop, the ring's wrap-around
+    // and the ping-pong hand-over run on small shapes)
+    static int cap = -1;
+    if (cap < 0) {
+        const char *e = getenv("GDN_CUDA_WG_GRID");
+        cap = e && atoi(e) > 0 ? atoi(e) : 0;
+    }
+    long blocks = tiles < g_cu.sm_count ? tiles : (g_cu.sm_count > 0 ? g_cu.sm_count : 1);
+    if (cap > 0 && cap < blocks) blocks = cap;
+    const dim3 grid((unsigned)blocks);
+    if (pp) {
+        switch (form) {
+        case WG_FWD: cu_launch(name, gemm_wg_pp_kernel<WG_FWD>, grid, dim3(WG_THREADS), (size_t)PP_SMEM, a); break;
+        case WG_SWIGLU:
+            cu_launch(name, gemm_wg_pp_kernel<WG_SWIGLU>, grid, dim3(WG_THREADS), (size_t)PP_SMEM, a);
+            break;
+        case WG_DX: cu_launch(name, gemm_wg_pp_kernel<WG_DX>, grid, dim3(WG_THREADS), (size_t)PP_SMEM, a); break;
+        default: cu_launch(name, gemm_wg_pp_kernel<WG_DX_SWIGLU>, grid, dim3(WG_THREADS), (size_t)PP_SMEM, a); break;
+        }
+        return;
+    }
     switch (form) {
     case WG_FWD: cu_launch(name, gemm_wg_kernel<WG_FWD>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a); break;
     case WG_SWIGLU: cu_launch(name, gemm_wg_kernel<WG_SWIGLU>, grid, dim3(WG_THREADS), (size_t)WG_SMEM, a); break;
@@ -397,9 +549,10 @@ void cu_gemm_wg(const char *op, bf16 *y, int ldy, const bf16 *x, int ldx, const 
     WgGemmArgs a;
     memset(&a, 0, sizeof a);
     cu_tmap_2d_bf16(&a.tm_x, x, (uint64_t)K, (uint64_t)M, (uint64_t)ldx * 2, WG_BK, WG_BM, op);
-    cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)N, (uint64_t)ldw * 2, WG_BK, WG_BN, op);
+    const int w_rows = wg_pingpong(WG_FWD) ? (int)PP_BN : (int)WG_BN; // W rows a tile reads
+    cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)N, (uint64_t)ldw * 2, WG_BK, w_rows, op);
     a.y = y, a.ldy = ldy, a.M = M, a.N = N, a.K = K, a.accumulate = accumulate;
-    wg_launch("gemm_wg", a, WG_FWD, ((M + WG_BM - 1) / WG_BM) * ((N + WG_BN - 1) / WG_BN));
+    wg_launch("gemm_wg", a, WG_FWD);
 }
 
 // gu[M, 2F] = x[M, K] W[2F, K]^T (W = [gate; up]) and h[M, F] = swiglu(gu), both dense; F a multiple of 128.
@@ -412,9 +565,11 @@ void cu_gemm_wg_swiglu(const char *op, bf16 *gu, bf16 *h, const bf16 *x, int ldx
     WgGemmArgs a;
     memset(&a, 0, sizeof a);
     cu_tmap_2d_bf16(&a.tm_x, x, (uint64_t)K, (uint64_t)M, (uint64_t)ldx * 2, WG_BK, WG_BM, op);
-    cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)(2 * F), (uint64_t)K * 2, WG_BK, 128, op);
+    // gate and up boxes of half a tile's W rows each
+    cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)(2 * F), (uint64_t)K * 2, WG_BK,
+                    wg_pingpong(WG_SWIGLU) ? PP_BN / 2 : WG_BN / 2, op);
     a.y = gu, a.ldy = 2 * F, a.M = M, a.N = 2 * F, a.K = K, a.h = h, a.F = F;
-    wg_launch("gemm_wg_swiglu", a, WG_SWIGLU, ((M + WG_BM - 1) / WG_BM) * (F / 128));
+    wg_launch("gemm_wg_swiglu", a, WG_SWIGLU);
 }
 
 // dx[M, K] (row stride lddx) = dy[M, N] (lddy) W[N, K] (dense) (+ dx with accumulate): W read MN-major.
@@ -429,7 +584,7 @@ void cu_gemm_wg_dx(const char *op, bf16 *dx, int lddx, const bf16 *dy, int lddy,
     cu_tmap_2d_bf16(&a.tm_x, dy, (uint64_t)N, (uint64_t)M, (uint64_t)lddy * 2, WG_BK, WG_BM, op);
     cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)N, (uint64_t)K * 2, 64, WG_BK, op);
     a.y = dx, a.ldy = lddx, a.M = M, a.N = K, a.K = N, a.accumulate = accumulate;
-    wg_launch("gemm_wg_dx", a, WG_DX, ((M + WG_BM - 1) / WG_BM) * ((K + WG_BN - 1) / WG_BN));
+    wg_launch("gemm_wg_dx", a, WG_DX);
 }
 
 // dgu[M, 2F] = swiglu_bwd(gu, dH) and h = swiglu(gu) (if h) with dH = dy[M, K] (lddy) W[K, F] (the down projection's
@@ -447,7 +602,7 @@ void cu_gemm_wg_dx_swiglu(const char *op, bf16 *dgu, bf16 *h, const bf16 *gu, co
     cu_tmap_2d_bf16(&a.tm_x, dy, (uint64_t)K, (uint64_t)M, (uint64_t)lddy * 2, WG_BK, WG_BM, op);
     cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)F, (uint64_t)K, (uint64_t)F * 2, 64, WG_BK, op);
     a.y = dgu, a.ldy = 2 * F, a.M = M, a.N = F, a.K = K, a.h = h, a.gu = gu, a.F = F;
-    wg_launch("gemm_wg_dx_swiglu", a, WG_DX_SWIGLU, ((M + WG_BM - 1) / WG_BM) * ((F + WG_BN - 1) / WG_BN));
+    wg_launch("gemm_wg_dx_swiglu", a, WG_DX_SWIGLU);
 }
 
 // dW[N, K] (dense, fp32) += dy[M, N]^T (lddy) x[M, K] (ldx): both read MN-major.
@@ -461,7 +616,7 @@ void cu_gemm_wg_dw(const char *op, float *dW, const bf16 *dy, int lddy, const bf
     cu_tmap_2d_bf16(&a.tm_x, dy, (uint64_t)N, (uint64_t)M, (uint64_t)lddy * 2, 64, WG_BK, op);
     cu_tmap_2d_bf16(&a.tm_w, x, (uint64_t)K, (uint64_t)M, (uint64_t)ldx * 2, 64, WG_BK, op);
     a.yf = dW, a.ldy = K, a.M = N, a.N = K, a.K = M;
-    wg_launch("gemm_wg_dw", a, WG_DW, ((N + WG_BM - 1) / WG_BM) * ((K + WG_BN - 1) / WG_BN));
+    wg_launch("gemm_wg_dw", a, WG_DW);
 }
 
 // ---- ops: the forms for the table (registered after matmul, gemv and elementwise, whose ops they fall back to)

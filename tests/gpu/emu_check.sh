@@ -48,16 +48,21 @@ echo "== emulated CUDA backend, threads in order"
 OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" "${args[@]}"
 echo "== emulated CUDA backend, threads in reverse order"
 EMU_ORDER=reverse OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" "${args[@]}"
-if [ $# -eq 0 ]; then # our sm_90 GEMM on the cases of the ops it takes under GDN_CUDA_GEMM=wg (the default: cuBLASLt's stand-in)
+if [ $# -eq 0 ]; then # our sm_90 GEMM on the cases of the ops it takes under GDN_CUDA_GEMM=wg (the default: cuBLASLt's stand-in),
+  # on both of its schedules (GDN_CUDA_WG_SCHED; DW runs the cooperative one only), on 3 blocks: many tiles each
+  for sched in coop pingpong; do
   for order in forward reverse; do
+    [ $sched = pingpong ] && [ $order = reverse ] && continue # (CI time: the schedules share the epilogues and TMA paths)
     for pair in matmul_fwd:gemm_wg matmul_swiglu:gemm_wg_swiglu lmhead_ce:gemm_wg matmul_bwd:gemm_wg_dx matmul_bwd:gemm_wg_dw matmul_swiglu_bwd:gemm_wg_dx_swiglu lmhead_ce:gemm_wg_dx lmhead_ce:gemm_wg_dw; do
       op=${pair%%:*} kern=${pair##*:}
-      echo "== $op through $kern (GDN_CUDA_GEMM=wg), threads in $order order"
-      GDN_CUDA_GEMM=wg EMU_ORDER=$order EMU_COUNT_KERNEL=$kern OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" --quick --only $op \
-        2> "$OUT/wg_$order.err" || { cat "$OUT/wg_$order.err"; exit 1; }
+      [ $sched = pingpong ] && [ $kern = gemm_wg_dw ] && continue
+      echo "== $op through $kern (GDN_CUDA_GEMM=wg, $sched), threads in $order order"
+      GDN_CUDA_GEMM=wg GDN_CUDA_WG_SCHED=$sched GDN_CUDA_WG_GRID=3 EMU_ORDER=$order EMU_COUNT_KERNEL=$kern OMP_NUM_THREADS=1 \
+        "$OUT/test_cuda_ops" --quick --only $op 2> "$OUT/wg_$order.err" || { cat "$OUT/wg_$order.err"; exit 1; }
       n=$(sed -n "s/^cuda emu: \([0-9]*\) launches of $kern\$/\1/p" "$OUT/wg_$order.err")
       [ "${n:-0}" -ge 2 ] || { echo "emu_check: $kern ran ${n:-0} times under GDN_CUDA_GEMM=wg (expected >= 2)"; cat "$OUT/wg_$order.err"; exit 1; }
       echo "$kern launches: $n"
     done
+  done
   done
 fi
