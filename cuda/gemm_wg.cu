@@ -474,6 +474,10 @@ bool cu_gemm_wg_bwd_on() {
     return on && wg_on();
 }
 
+bool cu_gemm_wg_dx_takes(int M, const void *dx, int lddx, const void *dy, int lddy, const void *W, int ldw) {
+    return cu_gemm_wg_bwd_on() && cu_gemm_wg_takes(M, dx, lddx, dy, lddy, W, ldw);
+}
+
 // dW's tiles are [128 x 256] of dW itself, each summing over all M rows: few tiles leave SMs idle for the whole
 // GEMM (cuBLASLt splits the sum there), so it takes shapes whose tiles fill at least 3/4 of the SMs' waves.
 bool cu_gemm_wg_dw_takes(int M, int N, int K, const float *dW, const void *dy, int lddy, const void *x, int ldx) {
@@ -655,8 +659,8 @@ static void cu_matmul_swiglu_bwd(void *dgu, void *y, void *dh, const void *dy, i
     CU_REQUIRE(M >= 0 && F > 0 && K > 0 && lddy >= K, "matmul_swiglu_bwd", "bad shape M=%d F=%d K=%d lddy=%d", M, F, K,
                lddy);
     if (M == 0) return;
-    if (sizeof(T) == 2 && cu_gemm_wg_bwd_on() && cu_aligned16(gu) && (!y || cu_aligned16(y)) &&
-        cu_gemm_wg_takes(M, dgu, 2 * F, dy, lddy, W, F)) {
+    if (sizeof(T) == 2 && cu_aligned16(gu) && (!y || cu_aligned16(y)) &&
+        cu_gemm_wg_dx_takes(M, dgu, 2 * F, dy, lddy, W, F)) {
         cu_gemm_wg_dx_swiglu("matmul_swiglu_bwd", (bf16 *)dgu, (bf16 *)y, (const bf16 *)gu, (const bf16 *)dy, lddy,
                              (const bf16 *)W, M, F, K);
         return;

@@ -22,6 +22,8 @@ void cu_gemm_wg_dw(const char *op, float *dW, const bf16 *dy, int lddy, const bf
 bool cu_gemm_wg_dw_takes(int M, int N, int K, const float *dW, const void *dy, int lddy, const void *x, int ldx);
 // the dx and dW GEMMs too: GDN_CUDA_GEMM=wg and not GDN_CUDA_WG_BWD=0
 bool cu_gemm_wg_bwd_on();
+// a backward dx-form GEMM (dx = dy W, or its SwiGLU form) of M rows: cu_gemm_wg_bwd_on and cu_gemm_wg_takes
+bool cu_gemm_wg_dx_takes(int M, const void *dx, int lddx, const void *dy, int lddy, const void *W, int ldw);
 // dgu[M, 2F] = swiglu_bwd(gu, dy[M, K] W[K, F]) and h[M, F] = swiglu(gu) if h (dense gu, dgu, h; dy row stride lddy)
 void cu_gemm_wg_dx_swiglu(const char *op, bf16 *dgu, bf16 *h, const bf16 *gu, const bf16 *dy, int lddy, const bf16 *W,
                           int M, int F, int K);

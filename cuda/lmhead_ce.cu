@@ -294,8 +294,8 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
         if (dy) { // dy = dlogits E and dE += dlogits^T y: gemm_wg's DX and DW forms under GDN_CUDA_GEMM=wg
             T *dyc = (T *)dy + (size_t)n0 * h;
             const T *yc = ya + (size_t)n0 * h;
-            const bool wg = bf16_logits && sizeof(T) == 2 && cu_gemm_wg_bwd_on();
-            if (wg && cu_gemm_wg_takes(rows, dyc, h, dlogits, V, E, h))
+            const bool wg = bf16_logits && sizeof(T) == 2;
+            if (wg && cu_gemm_wg_dx_takes(rows, dyc, h, dlogits, V, E, h))
                 cu_gemm_wg_dx("lmhead_ce dy", (bf16 *)dyc, h, (const bf16 *)dlogits, V, (const bf16 *)E, rows, V, h, 0);
             else
                 cu_gemm("lmhead_ce dy", false, false, h, rows, V, E, h, dlogits, V, dyc, h, cu_dtype<T>(),

@@ -267,7 +267,7 @@ static void cu_matmul_bwd(void *dx, int lddx, float *dW, const void *dy, int ldd
         CU_REQUIRE(lddx >= K, "matmul_bwd", "row stride lddx=%d smaller than K=%d", lddx, K);
         if (N == 0) {
             if (!accumulate_dx) zero_rows(dx, lddx, M, K, sizeof(T));
-        } else if (sizeof(T) == 2 && cu_gemm_wg_bwd_on() && cu_gemm_wg_takes(M, dx, lddx, dy, lddy, W, K)) {
+        } else if (sizeof(T) == 2 && cu_gemm_wg_dx_takes(M, dx, lddx, dy, lddy, W, K)) {
             cu_gemm_wg_dx("matmul_bwd dx", (bf16 *)dx, lddx, (const bf16 *)dy, lddy, (const bf16 *)W, M, N, K,
                           accumulate_dx);
         } else {
