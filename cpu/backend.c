@@ -144,6 +144,7 @@ static const Backend cpu_backend = {
     .sumsq = cpu_sumsq,
     .adamw = cpu_adamw,
     .adamw_multi = cpu_adamw_multi,
+    .adamw_multi_lp = cpu_adamw_multi_lp,
     .clip_scale = cpu_clip_scale,
 };
 

@@ -150,6 +150,10 @@ void cpu_adamw(float *p, void *p_act, const float *g, float *m, float *v, size_t
 // cpu_adamw on each chunk in order, with *gscale (backend.h adamw_multi); p_act NULL or p at each chunk
 void cpu_adamw_multi(const AdamwChunk *chunks, int nchunks, float *p, void *p_act, const float *g, float *m, float *v,
                      float lr, float b1, float b2, float eps, float wd, int step, const float *gscale);
+// backend.h adamw_multi_lp; the act dtype is fp32 here: p_act, bf16 moments hold bf16-valued fp32
+void cpu_adamw_multi_lp(const AdamwChunk *chunks, int nchunks, float *p, uint16_t *rem, void *p_act, const float *g,
+                        void *m, void *v, int lp, float lr, float b1, float b2, float eps, float wd, int step,
+                        const float *gscale);
 void cpu_clip_scale(float *scale, const float *sumsq, float max_norm);
 
 #ifdef __cplusplus

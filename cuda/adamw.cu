@@ -27,17 +27,26 @@ static AdamwScalars adamw_scalars(float lr, float b1, float b2, float eps, float
                         (float)(1.0 - (double)b2), (float)(-(double)lr / bc1), (float)sqrt(bc2), eps};
 }
 
-// One element's update; adamw_kernel and adamw_multi_kernel share it, so the two are the same math bit for bit.
+// The element math of every AdamW kernel here (so they are the same math bit for bit); p, m, v in and out.
 // decay: k.decay, or 1 for a tensor without weight decay (adamw_multi).
+__device__ __forceinline__ void adamw_math(float &p, float &m, float &v, float g, float gscale, float decay,
+                                           const AdamwScalars &k) {
+    float gi = __fmul_rn(g, gscale);
+    float pi = __fmul_rn(p, decay);                                       // param.mul_(1 - lr*wd)
+    float mi = __fmaf_rn(gi, k.c1, __fmul_rn(m, k.b1));                   // exp_avg.mul_(b1).add_(g, alpha=1-b1)
+    float vi = __fmaf_rn(__fmul_rn(k.c2, gi), gi, __fmul_rn(v, k.b2));    // exp_avg_sq ... addcmul_
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), k.bc2_sqrt), k.eps);
+    p = __fadd_rn(pi, __fdiv_rn(__fmul_rn(k.neg_step, mi), denom));
+    m = mi;
+    v = vi;
+}
+
+// One element's update in place (adamw_kernel, adamw_multi_kernel)
 template <typename T>
 __device__ __forceinline__ void adamw_elem(float *p, T *p_act, const float *g, float *m, float *v, size_t i,
                                            float gscale, float decay, const AdamwScalars &k) {
-    float gi = __fmul_rn(g[i], gscale);
-    float pi = __fmul_rn(p[i], decay);                                      // param.mul_(1 - lr*wd)
-    float mi = __fmaf_rn(gi, k.c1, __fmul_rn(m[i], k.b1));                  // exp_avg.mul_(b1).add_(g, alpha=1-b1)
-    float vi = __fmaf_rn(__fmul_rn(k.c2, gi), gi, __fmul_rn(v[i], k.b2));   // exp_avg_sq ... addcmul_
-    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), k.bc2_sqrt), k.eps);
-    float pn = __fadd_rn(pi, __fdiv_rn(__fmul_rn(k.neg_step, mi), denom));
+    float pn = p[i], mi = m[i], vi = v[i];
+    adamw_math(pn, mi, vi, g[i], gscale, decay, k);
     p[i] = pn;
     m[i] = mi;
     v[i] = vi;
@@ -88,6 +97,75 @@ __global__ void adamw_multi_kernel(const AdamwChunk *chunks, float *p, T *p_act,
     for (uint32_t i = done + threadIdx.x; i < c.n; i += blockDim.x) adamw_elem(pc, act, gc, mc, vc, i, gs, decay, k);
 }
 
+// ---- adamw_multi_lp (Megatron's precision-aware optimizer: model/optim_lp.c)
+// The high half of an act value as bf16 bits (fp32 act: a bf16-valued float) and back
+__device__ __forceinline__ uint16_t act_hi(bf16 a) { return __bfloat16_as_ushort(a); }
+__device__ __forceinline__ uint16_t act_hi(float a) { return (uint16_t)(__float_as_uint(a) >> 16); }
+template <typename T> __device__ __forceinline__ T act_from_hi(uint16_t h);
+template <> __device__ __forceinline__ bf16 act_from_hi<bf16>(uint16_t h) { return __ushort_as_bfloat16(h); }
+template <> __device__ __forceinline__ float act_from_hi<float>(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+// TransformerEngine's remainder split and its inverse (util/common.h f32_split_remainder, f32_join_remainder)
+__device__ __forceinline__ float join_remainder(uint16_t hi, uint16_t rem) {
+    return __uint_as_float(((uint32_t)(uint16_t)(hi - (rem >> 15)) << 16) | rem);
+}
+__device__ __forceinline__ uint16_t split_remainder(float x, uint16_t &rem) {
+    const uint32_t u = __float_as_uint(x);
+    rem = (uint16_t)(u & 0xffffu);
+    return (uint16_t)((u >> 16) + ((u >> 15) & 1u));
+}
+
+// A moment kept at bf16 precision: stored in act dtype (bf16; on fp32 backends a bf16-valued float), else fp32
+template <typename S> __device__ __forceinline__ S lp_store(float x, bool bf);
+template <> __device__ __forceinline__ bf16 lp_store<bf16>(float x, bool) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ float lp_store<float>(float x, bool bf) { return bf ? rnd<bf16>(x) : x; }
+
+// Block b updates chunk b. MT / VT: the moments' storage (T where LP keeps them at bf16 precision, else float).
+// Each thread takes 4 elements per pass, blockDim apart (coalesced 2- and 4-byte accesses, 4 loads in flight).
+template <typename T, int LP>
+__global__ void adamw_multi_lp_kernel(const AdamwChunk *chunks, float *p, uint16_t *rem, T *act, const float *g,
+                                      void *m_, void *v_, const float *gscale, AdamwScalars k) {
+    using MT = typename std::conditional<(LP & ADAMW_M_BF16) != 0, T, float>::type;
+    using VT = typename std::conditional<(LP & ADAMW_V_BF16) != 0, T, float>::type;
+    const AdamwChunk c = chunks[blockIdx.x];
+    const float gs = *gscale, decay = c.decay ? k.decay : 1.0f;
+    MT *mc = (MT *)m_ + c.soff;
+    VT *vc = (VT *)v_ + c.soff;
+    const float *gc = g + c.goff;
+    T *ac = act ? act + c.goff : nullptr;
+    float *pc = c.rem ? nullptr : p + c.poff;
+    uint16_t *rc = c.rem ? rem + c.soff : nullptr;
+    for (uint32_t i0 = threadIdx.x; i0 < c.n; i0 += 4 * blockDim.x) {
+        float pv[4], mv[4], vv[4], gv[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const uint32_t i = i0 + e * blockDim.x;
+            if (i >= c.n) continue;
+            gv[e] = gc[i];
+            mv[e] = to_f(mc[i]);
+            vv[e] = to_f(vc[i]);
+            pv[e] = rc ? join_remainder(act_hi(ac[i]), rc[i]) : pc[i];
+        }
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const uint32_t i = i0 + e * blockDim.x;
+            if (i >= c.n) continue;
+            adamw_math(pv[e], mv[e], vv[e], gv[e], gs, decay, k);
+            mc[i] = lp_store<MT>(mv[e], (LP & ADAMW_M_BF16) != 0);
+            vc[i] = lp_store<VT>(vv[e], (LP & ADAMW_V_BF16) != 0);
+            if (rc) {
+                uint16_t r;
+                const uint16_t hi = split_remainder(pv[e], r);
+                rc[i] = r;
+                ac[i] = act_from_hi<T>(hi);
+            } else {
+                pc[i] = pv[e];
+                if (ac) ac[i] = from_f<T>(pv[e]);
+            }
+        }
+    }
+}
+
 __global__ void clip_scale_kernel(float *scale, const float *sumsq, float max_norm) {
     double coeff = (double)max_norm / (sqrt((double)sumsq[0]) + 1e-6); // Megatron's clip_coeff, as on the CPU
     scale[0] = max_norm > 0 && coeff < 1.0 ? (float)coeff : 1.0f;
@@ -119,6 +197,31 @@ static void cu_adamw_multi(const AdamwChunk *chunks, int nchunks, float *p, void
     T *act = sizeof(T) == 4 ? NULL : (T *)p_act;
     cu_launch("adamw_multi", adamw_multi_kernel<T>, dim3((unsigned)nchunks), dim3(256), 0, chunks, p, act, g, m, v,
               gscale, adamw_scalars(lr, b1, b2, eps, wd, step));
+}
+
+template <typename T>
+static void cu_adamw_multi_lp(const AdamwChunk *chunks, int nchunks, float *p, uint16_t *rem, void *p_act,
+                              const float *g, void *m, void *v, int lp, float lr, float b1, float b2, float eps,
+                              float wd, int step, const float *gscale) {
+    CU_REQUIRE(g && m && v && gscale && (chunks || !nchunks), "adamw_multi_lp", "NULL pointer (chunks, g, m, v, gscale)");
+    CU_REQUIRE(step >= 1, "adamw_multi_lp", "step is 1-based, got %d", step);
+    CU_REQUIRE(!(lp & ~(ADAMW_M_BF16 | ADAMW_V_BF16)), "adamw_multi_lp", "unknown state flags %d", lp);
+    CU_REQUIRE(!rem || p_act, "adamw_multi_lp", "remainders need the act copy (p_act) that holds the high halves");
+    if (!nchunks) return;
+    // (the chunks are not checked on the host: a remainder chunk needs rem, another p). p_act == p: the masters are
+    // the compute copy (fp32 backends), nothing more to write
+    T *act = p_act == (void *)p ? NULL : (T *)p_act;
+    const AdamwScalars k = adamw_scalars(lr, b1, b2, eps, wd, step);
+#define LP_LAUNCH(F)                                                                                                  \
+    cu_launch("adamw_multi_lp", adamw_multi_lp_kernel<T, F>, dim3((unsigned)nchunks), dim3(256), 0, chunks, p, rem, \
+              act, g, m, v, gscale, k)
+    switch (lp) {
+    case 0: LP_LAUNCH(0); break;
+    case ADAMW_M_BF16: LP_LAUNCH(ADAMW_M_BF16); break;
+    case ADAMW_V_BF16: LP_LAUNCH(ADAMW_V_BF16); break;
+    default: LP_LAUNCH(ADAMW_M_BF16 | ADAMW_V_BF16); break;
+    }
+#undef LP_LAUNCH
 }
 
 static void cu_clip_scale(float *scale, const float *sumsq, float max_norm) {
@@ -156,6 +259,7 @@ static void cu_sumsq(float *out, const float *x, size_t n) { cu_sum_impl<true>(o
 void cu_register_adamw(Backend *b, int use_bf16) {
     b->adamw = use_bf16 ? cu_adamw<bf16> : cu_adamw<float>;
     b->adamw_multi = use_bf16 ? cu_adamw_multi<bf16> : cu_adamw_multi<float>;
+    b->adamw_multi_lp = use_bf16 ? cu_adamw_multi_lp<bf16> : cu_adamw_multi_lp<float>;
     b->clip_scale = cu_clip_scale;
     b->sum = cu_sum;
     b->sumsq = cu_sumsq;

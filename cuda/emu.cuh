@@ -120,6 +120,11 @@ static inline unsigned __float_as_uint(float f) {
     memcpy(&u, &f, sizeof u);
     return u;
 }
+static inline float __uint_as_float(unsigned u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }

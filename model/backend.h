@@ -55,10 +55,14 @@ typedef struct {
 // One range of a multi-tensor AdamW (adamw_multi), at most ADAMW_CHUNK elements (one CUDA block each; longer
 // runs are cut: model/adamw_plan.c). Element i < n reads g[goff+i] and writes p[poff+i], p_act[goff+i] (the act
 // copy is laid out as the gradients), m[soff+i], v[soff+i] (the optimizer state may be a ZeRO-1 shard).
+// rem (adamw_multi_lp only): the fp32 master is p_act[goff+i]'s bf16 bits and the remainder rem[soff+i], not p.
 typedef struct {
     uint64_t goff, soff, poff;
-    uint32_t n, decay; // decay: 1 = weight decay wd, 0 = none
+    uint32_t n;
+    uint16_t decay, rem; // decay: 1 = weight decay wd, 0 = none
 } AdamwChunk;
+// adamw_multi_lp's state flags: the moments kept rounded to bf16
+enum { ADAMW_M_BF16 = 1, ADAMW_V_BF16 = 2 };
 #define ADAMW_CHUNK 65536
 
 typedef struct BackendMemStats {
@@ -282,6 +286,16 @@ typedef struct Backend {
     // called on each chunk with that gscale computes.
     void (*adamw_multi)(const AdamwChunk *chunks, int nchunks, float *p, void *p_act, const float *g, float *m,
                         float *v, float lr, float b1, float b2, float eps, float wd, int step, const float *gscale);
+    // adamw_multi with the state in lower precision (Megatron's precision-aware optimizer; model/optim_lp.c): the
+    // same fp32 math per element. lp & ADAMW_M_BF16 / ADAMW_V_BF16: m / v are stored in act dtype holding values
+    // rounded to bf16 (to nearest even after each update: bf16 storage on bf16 backends, bf16-valued fp32 on fp32
+    // ones). Chunks with rem (bf16 act, rem non-NULL) keep no fp32 p: the master is p_act's bits in its high half
+    // and rem[soff+i] in its low half, split after the update as TransformerEngine's FusedAdam does with
+    // store_param_remainders (p_act = the high half rounded up when the low half's top bit is set); p_act is read
+    // as bf16 bits (on fp32 backends: bf16-valued fp32). Other chunks: p and p_act as adamw_multi.
+    void (*adamw_multi_lp)(const AdamwChunk *chunks, int nchunks, float *p, uint16_t *rem, void *p_act,
+                           const float *g, void *m, void *v, int lp, float lr, float b1, float b2, float eps, float wd,
+                           int step, const float *gscale);
     // Megatron's clipping factor from a sum of squares (backend memory [1] each), in double: scale[0] =
     // max_norm / (sqrt(sumsq[0]) + 1e-6) where that is < 1 and max_norm > 0, else 1. No host round trip.
     void (*clip_scale)(float *scale, const float *sumsq, float max_norm);

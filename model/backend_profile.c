@@ -137,6 +137,10 @@
       (const AdamwChunk *chunks, int nchunks, float *p, void *p_act, const float *g, float *m, float *v, float lr,  \
        float b1, float b2, float eps, float wd, int step, const float *gscale),                                     \
       (chunks, nchunks, p, p_act, g, m, v, lr, b1, b2, eps, wd, step, gscale), 0, 0)                                \
+    X(adamw_multi_lp,                                                                                               \
+      (const AdamwChunk *chunks, int nchunks, float *p, uint16_t *rem, void *p_act, const float *g, void *m, void *v, \
+       int lp, float lr, float b1, float b2, float eps, float wd, int step, const float *gscale),                    \
+      (chunks, nchunks, p, rem, p_act, g, m, v, lp, lr, b1, b2, eps, wd, step, gscale), 0, 0)                       \
     X(clip_scale, (float *scale, const float *sumsq, float max_norm), (scale, sumsq, max_norm), 0, 0)
 
 enum { MAX_ROWS = 512, FLUSH_MARKS = 1 << 16 }; // rows: op x shape; marks kept before a flush (sync + read)

@@ -386,6 +386,22 @@ int config_validate(const Config *c, char *err, size_t errlen) {
     if (c->ddp_bucket_size < 0) return set_err(err, errlen, "ddp_bucket_size must be >= 0 (got %d)", c->ddp_bucket_size);
     if (c->overlap_param_gather && !c->use_distributed_optimizer)
         return set_err(err, errlen, "overlap_param_gather needs use_distributed_optimizer (only ZeRO-1 all-gathers the weights)");
+    // Megatron's precision-aware optimizer keys (its choices: fp32/fp16/bf16/fp8 moments, fp32/bf16 grads, fp32/fp16
+    // masters); gdn.c keeps fp32 or bf16 moments, fp32 gradients and fp32 masters (whole or as remainders)
+    const char *mom[2] = {c->exp_avg_dtype, c->exp_avg_sq_dtype}, *mom_key[2] = {"exp_avg_dtype", "exp_avg_sq_dtype"};
+    for (int i = 0; i < 2; i++) {
+        if (strcmp(mom[i], "fp32") && strcmp(mom[i], "bf16"))
+            return set_err(err, errlen, "%s must be fp32 or bf16 (got '%s'; Megatron's fp16 and fp8 moments are not supported)",
+                           mom_key[i], mom[i]);
+        if (strcmp(mom[i], "fp32") && !c->use_precision_aware_optimizer)
+            return set_err(err, errlen, "%s %s needs use_precision_aware_optimizer true (as in Megatron)", mom_key[i], mom[i]);
+    }
+    if (strcmp(c->main_grads_dtype, "fp32"))
+        return set_err(err, errlen, "main_grads_dtype must be fp32 (got '%s'; bf16 gradient accumulation is not supported)",
+                       c->main_grads_dtype);
+    if (strcmp(c->main_params_dtype, "fp32"))
+        return set_err(err, errlen, "main_params_dtype must be fp32 (got '%s'; fp16 masters are not supported)",
+                       c->main_params_dtype);
     if (c->global_batch_size % ((long)c->micro_batch_size * c->nproc_per_node))
         return set_err(err, errlen, "global_batch_size (%d) must be a multiple of micro_batch_size (%d) x nproc_per_node (%d)",
                        c->global_batch_size, c->micro_batch_size, c->nproc_per_node);

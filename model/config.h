@@ -89,6 +89,13 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(ddp_bucket_size, CK_INT, ddp_bucket_size, "0", "gradient all-reduce in buckets of >= this many elements (0: one, or 40M with overlap)") \
     X(overlap_grad_reduce, CK_BOOL, overlap_grad_reduce, "false", "start each bucket's all-reduce (ZeRO-1: reduce-scatter) during the backward, once its gradients are final") \
     X(overlap_param_gather, CK_BOOL, overlap_param_gather, "false", "ZeRO-1: all-gather the updated weights per bucket during the next forward (it waits for a bucket before its first layer)") \
+    /* optimizer state precision (Megatron's precision-aware optimizer; model/optim_lp.c) */              \
+    X(use_precision_aware_optimizer, CK_BOOL, use_precision_aware_optimizer, "false", "AdamW state in lower precision: the *_dtype keys below and store_param_remainders") \
+    X(exp_avg_dtype, CK_STR, exp_avg_dtype, "fp32", "AdamW first moment: fp32 | bf16 (with use_precision_aware_optimizer)") \
+    X(exp_avg_sq_dtype, CK_STR, exp_avg_sq_dtype, "fp32", "AdamW second moment: fp32 | bf16 (with use_precision_aware_optimizer)") \
+    X(main_grads_dtype, CK_STR, main_grads_dtype, "fp32", "gradients: fp32 (Megatron's bf16 is not supported)") \
+    X(main_params_dtype, CK_STR, main_params_dtype, "fp32", "master weights: fp32 (Megatron's fp16 is not supported)") \
+    X(store_param_remainders, CK_BOOL, store_param_remainders, "true", "bf16 backends, with use_precision_aware_optimizer: the fp32 masters kept as the bf16 weights + 16 bits each (-2 bytes/parameter, exact)") \
     /* packed documents (issue 14) */                                                                      \
     X(reset_state_at_eod, CK_BOOL, reset_state_at_eod, "false", "a token after eos_token_id starts a document: zero delta-rule state and conv history") \
     X(eod_mask_loss, CK_BOOL, eod_mask_loss, "false", "Megatron: no loss where the input is eos_token_id")
@@ -126,6 +133,8 @@ typedef struct {
     int use_distributed_optimizer; // issue 19
     float distributed_timeout_minutes;
     int ddp_bucket_size, overlap_grad_reduce, overlap_param_gather;
+    int use_precision_aware_optimizer, store_param_remainders; // optimizer state precision (model/optim_lp.c)
+    char exp_avg_dtype[8], exp_avg_sq_dtype[8], main_grads_dtype[8], main_params_dtype[8];
     int reset_state_at_eod, eod_mask_loss; // packed documents (issue 14)
 } Config;
 

@@ -7,7 +7,9 @@
 #include "../util/common.h"
 #include "layer.h"
 
-static int is_fp32_read(const TensorInfo *t) { return t->ndim != 2 && t->numel > 0; }
+#include "optim_lp.h"
+
+int model_tensor_fp32_read(const TensorInfo *t) { return t->ndim != 2 && t->numel > 0; }
 
 void model_drop_masters(Model *m) {
     const Backend *be = m->be;
@@ -20,7 +22,7 @@ void model_drop_masters(Model *m) {
     size_t S = 0;
     for (int i = 0; i < m->lay.ntensors; i++) {
         const TensorInfo *t = &m->lay.tensors[i];
-        if (!is_fp32_read(t)) continue;
+        if (!model_tensor_fp32_read(t)) continue;
         if (m->nsmall && m->small_hi[m->nsmall - 1] == t->off) m->small_hi[m->nsmall - 1] += t->numel; // adjacent: one run
         else m->small_lo[m->nsmall] = t->off, m->small_hi[m->nsmall] = t->off + t->numel, m->small_at[m->nsmall++] = S;
         S += t->numel;

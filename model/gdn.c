@@ -16,6 +16,7 @@
 
 #include "../util/common.h"
 #include "layer.h"
+#include "optim_lp.h"
 
 // The layer kinds' mixers (config.h LAYER_KINDS), by kind
 static const LayerKindOps *const KINDS[LAYER_NKINDS] = {
@@ -58,8 +59,7 @@ Model *model_create(const Config *cfg, const Backend *be, int training) {
     m->wact = be->act_bytes == 4 ? (void *)m->params : be->alloc(n * (size_t)be->act_bytes);
     if (training) {
         m->grads = be->alloc(n * sizeof(float));
-        m->adam_m = be->alloc(n * sizeof(float));
-        m->adam_v = be->alloc(n * sizeof(float));
+        model_lp_alloc_state(m); // the AdamW moments (and the masters' remainders) in the configured precision
     }
     m->scalars = be->alloc(64 * sizeof(float));
     return m;
@@ -175,7 +175,10 @@ void model_free(Model *m) {
     if (m->wact != (void *)m->params) be->free(m->wact);
     if (m->params) be->free(m->params);
     model_free_small(m);
-    if (m->grads) { be->free(m->grads); be->free(m->adam_m); be->free(m->adam_v); }
+    if (m->grads) be->free(m->grads);
+    if (m->adam_m) be->free(m->adam_m);
+    if (m->adam_v) be->free(m->adam_v);
+    if (m->adam_rem) be->free(m->adam_rem);
     be->free(m->scalars);
     adamw_plan_free(&m->adam_plan, be);
     if (m->logits_buf) be->free(m->logits_buf);
@@ -189,19 +192,23 @@ static void need_masters(const Model *m, const char *what) {
 }
 
 void model_set_params(Model *m, const float *host) {
+    if (m->adam_rem) { model_lp_set_params(m, host); return; }
     need_masters(m, "model_set_params");
     m->be->memcpy_h2d(m->params, host, m->lay.total * sizeof(float));
     if (m->wact != (void *)m->params) m->be->to_act(m->wact, m->params, m->lay.total);
 }
 void model_get_params(Model *m, float *host) {
+    if (m->adam_rem) { model_lp_get_params(m, host); return; }
     need_masters(m, "model_get_params");
     m->be->memcpy_d2h(host, m->params, m->lay.total * sizeof(float));
 }
 void model_set_optim(Model *m, const float *hm, const float *hv) {
+    if (m->adam_lp) { model_lp_set_optim(m, hm, hv); return; }
     m->be->memcpy_h2d(m->adam_m, hm, m->lay.total * sizeof(float));
     m->be->memcpy_h2d(m->adam_v, hv, m->lay.total * sizeof(float));
 }
 void model_get_optim(Model *m, float *hm, float *hv) {
+    if (m->adam_lp) { model_lp_get_optim(m, hm, hv); return; }
     m->be->memcpy_d2h(hm, m->adam_m, m->lay.total * sizeof(float));
     m->be->memcpy_d2h(hv, m->adam_v, m->lay.total * sizeof(float));
 }
@@ -589,6 +596,7 @@ void model_set_grad_scale(Model *m, float gscale) {
 
 void model_adamw(Model *m, float lr, int step) {
     const Config *c = &m->cfg;
+    if (m->adam_pa) { model_lp_adamw(m, lr, step); return; }
     need_masters(m, "model_adamw");
     if (!m->adam_plan.dev) { // once: runs of adjacent tensors with the same weight decay (the layout is contiguous)
         for (int i = 0; i < m->lay.ntensors;) {

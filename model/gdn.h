@@ -47,7 +47,13 @@ typedef struct Model {
     int training;
     float *params;          // fp32 master [lay.total]
     void *wact;             // compute copy in act dtype (== params for fp32 backends)
-    float *grads, *adam_m, *adam_v; // training only
+    float *grads;           // training only
+    void *adam_m, *adam_v;  // training only: AdamW moments, fp32 [lay.total], or in act dtype at bf16 precision
+                            //   (adam_lp: use_precision_aware_optimizer; model/optim_lp.c)
+    int adam_lp;            // adamw_multi_lp's flags (ADAMW_M_BF16 | ADAMW_V_BF16); 0 with the fp32 state
+    int adam_pa;            // use_precision_aware_optimizer: model_adamw runs adamw_multi_lp
+    uint16_t *adam_rem;     // store_param_remainders (bf16 backends): the masters' low 16 bits [lay.total]; params
+                            //   is then NULL: the GEMM weights' masters are wact + these, the fp32-read tensors' small
     // activations, allocated for (B, T) on first use and re-allocated if the shape grows
     int B, T;
     int32_t *ids, *targets; // [N] backend memory
@@ -139,6 +145,15 @@ void model_zero_grads(Model *m);
 void model_drop_masters(Model *m);
 float *model_small_param(const Model *m, size_t off); // the fp32 copy of parameter `off` after it
 void model_free_small(Model *m);
+// use_precision_aware_optimizer (model/optim_lp.c): the moments' storage (model_create calls it), and the masters
+// as remainders (model_create calls it on bf16 backends with store_param_remainders; a test may call it on a CPU
+// model given a separate act copy): params freed, the masters of the GEMM weights kept as wact's bf16 and 16-bit
+// remainders (TransformerEngine's split), those of the fp32-read tensors whole in small. model_set/get_params,
+// model_set/get_optim and model_adamw then convert.
+void model_lp_alloc_state(Model *m);
+void model_keep_remainders(Model *m);
+// Bytes per parameter the weights, gradients and optimizer state take (for logs)
+double model_state_bytes_per_param(const Model *m);
 
 // Forward to the final normed hidden state (kept in m->y_final). ids: host [B*T].
 void model_forward(Model *m, const int32_t *ids, int B, int T);

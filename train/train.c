@@ -169,6 +169,10 @@ int cmd_train(int argc, char **argv) {
                           zero1 ? ", ZeRO-1" : "");
         printf("\n");
     }
+    if (lead && c.use_precision_aware_optimizer && !zero1)
+        printf("gdn train: precision-aware optimizer: exp_avg %s, exp_avg_sq %s, fp32 masters %s: %.0f bytes per "
+               "parameter for weights, gradients and AdamW state\n", c.exp_avg_dtype, c.exp_avg_sq_dtype,
+               m->adam_rem ? "as the bf16 weights + 16-bit remainders" : "whole", model_state_bytes_per_param(m));
     if (lead && (c.data_path[0] || c.valid_data_path[0] || c.test_data_path[0] || strchr(c.train_data_path, ' '))) datasets_describe(data, stdout);
     if (lead && iter_dir[0]) printf("gdn train: %s from %s at iteration %lld\n", c.finetune ? "finetuning" : "resuming", iter_dir, (long long)st.iteration);
     fflush(stdout);

@@ -25,11 +25,13 @@ void zero_init(Zero *z, Model *m, Buckets *bk, const Dist *d) {
         z->lo[i] = b->offs[R], z->hi[i] = b->offs[R + 1], z->at[i] = z->n;
         z->n += z->hi[i] - z->lo[i];
     }
+    if (m->adam_pa) die("use_precision_aware_optimizer with use_distributed_optimizer across %d ranks: not supported yet "
+                        "(ZeRO-1 keeps fp32 state shards); drop one of the two", d->world);
     z->m = be->alloc((z->n ? z->n : 1) * sizeof(float));
     z->v = be->alloc((z->n ? z->n : 1) * sizeof(float));
     for (int i = 0; i < z->npieces; i++) {
-        be->memcpy_d2d(z->m + z->at[i], m->adam_m + z->lo[i], (z->hi[i] - z->lo[i]) * sizeof(float));
-        be->memcpy_d2d(z->v + z->at[i], m->adam_v + z->lo[i], (z->hi[i] - z->lo[i]) * sizeof(float));
+        be->memcpy_d2d(z->m + z->at[i], (float *)m->adam_m + z->lo[i], (z->hi[i] - z->lo[i]) * sizeof(float));
+        be->memcpy_d2d(z->v + z->at[i], (float *)m->adam_v + z->lo[i], (z->hi[i] - z->lo[i]) * sizeof(float));
     }
     be->free(m->adam_m);
     be->free(m->adam_v);

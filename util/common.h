@@ -72,6 +72,18 @@ static inline float bf16_to_f32(uint16_t h) {
     union { uint32_t u; float f; } v = {(uint32_t)h << 16};
     return v.f;
 }
+// TransformerEngine's store_param_remainders split of an fp32 master (its FusedAdam): the bf16 weight is the high
+// 16 bits, plus one when the low half's top bit is set (rounded half up in magnitude; round-to-nearest-even differs
+// only at exact ties); the low 16 bits are the remainder. f32_join_remainder undoes the split exactly.
+static inline uint16_t f32_split_remainder(float f, uint16_t *rem) {
+    union { float f; uint32_t u; } v = {f};
+    *rem = (uint16_t)(v.u & 0xffffu);
+    return (uint16_t)((v.u >> 16) + ((v.u >> 15) & 1u));
+}
+static inline float f32_join_remainder(uint16_t hi, uint16_t rem) {
+    union { uint32_t u; float f; } v = {((uint32_t)(uint16_t)(hi - (rem >> 15)) << 16) | rem};
+    return v.f;
+}
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 

@@ -227,6 +227,13 @@ static void build_cases(int quick) {
     cases_lmhead_norm_argmax(&g, 6, 500, 64, 1, 0);      // 6 rows (past the GEMV's 4)
     cases_lmhead_norm_argmax(&g, 1, 128256, 1024, 1, 1); // the 300M's lm head at batch 1 (no L2 prefetch)
     cases_lmhead_norm_argmax(&g, 4, 128256, 1024, 1, 1); // batch 4
+    // AdamW with the state in lower precision (use_precision_aware_optimizer): bf16 moments, masters as remainders
+    // in some runs (a mask over the layout's runs), fp32 masters in the others; appended, as above
+    cases_adamw_multi_lp(&g, 0, 1, ADAMW_M_BF16 | ADAMW_V_BF16, 0x15);
+    cases_adamw_multi_lp(&g, 1, 5, ADAMW_M_BF16 | ADAMW_V_BF16, 0x5);
+    cases_adamw_multi_lp(&g, 0, 3, ADAMW_M_BF16, 0);
+    cases_adamw_multi_lp(&g, 1, 2, ADAMW_V_BF16, 0xf);
+    cases_adamw_multi_lp(&g, 0, 2, 0, 0x1f);
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)

@@ -161,3 +161,42 @@ void check_adamw_multi_per_run(const Backend *be, int bf16) {
         for (int t = 0; t < 4; t++) free(h[t]);
     }
 }
+
+// adamw_multi_lp (use_precision_aware_optimizer): layout as adamw_multi's; lp: the moments kept at bf16 precision
+// (ADAMW_M_BF16 | ADAMW_V_BF16); rem_runs: bit r set = run r keeps its master as p_act's high half + a 16-bit
+// remainder (TransformerEngine's split), the others in p at the state offset. rem is stored as int32 pairs (the
+// harness compares integers exactly). p_act is written everywhere: its initial values are the high halves.
+static void run_adamw_multi_lp(const Backend *be, void **p, const Case *c) {
+    // p, g, m, v, p_act, gscale, rem
+    int lay = c->i[0];
+    AdamwPlan plan = {0};
+    for (int r = 0; r < 6 && MULTI_RUNS[lay][r][2]; r++) {
+        const int first = plan.n;
+        adamw_plan_add(&plan, MULTI_RUNS[lay][r][0], MULTI_RUNS[lay][r][1], MULTI_RUNS[lay][r][1],
+                       MULTI_RUNS[lay][r][2], (int)MULTI_RUNS[lay][r][3]);
+        for (int k = first; k < plan.n; k++) plan.host[k].rem = (uint16_t)((c->i[3] >> r) & 1);
+    }
+    adamw_plan_upload(&plan, be);
+    be->adamw_multi_lp(plan.dev, plan.n, p[0], c->i[3] ? (uint16_t *)p[6] : NULL, p[4], p[1], p[2], p[3], c->i[2],
+                       c->f[0], c->f[1], c->f[2], c->f[3], c->f[4], c->i[1], p[5]);
+    adamw_plan_free(&plan, be);
+}
+
+void cases_adamw_multi_lp(Rng *g, int layout, int step, int lp, int rem_runs) {
+    size_t n = MULTI_N[layout], ns = MULTI_NS[layout];
+    Case *c = new_case("adamw_multi_lp", run_adamw_multi_lp, "layout=%d step=%d m %s v %s rem runs 0x%x", layout, step,
+                       lp & ADAMW_M_BF16 ? "bf16" : "fp32", lp & ADAMW_V_BF16 ? "bf16" : "fp32", rem_runs);
+    c->i[0] = layout, c->i[1] = step, c->i[2] = lp, c->i[3] = rem_runs;
+    c->f[0] = 3e-4f, c->f[1] = 0.9f, c->f[2] = 0.95f, c->f[3] = 1e-8f, c->f[4] = 0.1f;
+    fill_normal(add_t(c, "p", K_F32, R_ACC, 1, ns, 0, F32_EXACT, B16_EXACT), g, 0, 0.05f);
+    fill_normal(add_in(c, "g", K_F32, 1, n, 0), g, 0, 1);
+    fill_normal(add_t(c, "m", lp & ADAMW_M_BF16 ? K_ACT : K_F32, R_ACC, 1, ns, 0, F32_EXACT, B16_EXACT), g, 0, 0.1f);
+    fill_uniform(add_t(c, "v", lp & ADAMW_V_BF16 ? K_ACT : K_F32, R_ACC, 1, ns, 0, F32_EXACT, B16_EXACT), g, 0, 0.01f);
+    Tensor *pa = add_t(c, "p_act", K_ACT, R_ACC, 1, n, 0, F32_EXACT, B16_EXACT);
+    fill_normal(pa, g, 0, 0.05f);
+    pa->round_ref = 1; // chunks with p: the CPU's fp32 act holds the fp32 master
+    fill_uniform(add_in(c, "gscale", K_F32, 1, 1, 0), g, 0.2f, 0.9f);
+    Tensor *rem = add_t(c, "rem", K_I32, R_ACC, 1, (ns + 1) / 2, 0, F32_EXACT, B16_EXACT);
+    for (size_t e = 0; e < tsize(rem); e++) rem->init_i[e] = (int32_t)(uint32_t)rng_u64(g); // every bit pattern
+    if (!rem_runs) rem->is_null = 1;
+}

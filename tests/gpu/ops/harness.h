@@ -147,6 +147,7 @@ void cases_attention_packed_and_d128(void); // its own random stream (issues 14/
 // optim: AdamW and the gradient-norm sum
 void cases_adamw(Rng *g, int n, int step);
 void cases_adamw_multi(Rng *g, int layout, int step);
+void cases_adamw_multi_lp(Rng *g, int layout, int step, int lp, int rem_runs);
 void cases_clip_scale(Rng *g, float sumsq, float max_norm);
 // adamw_multi vs adamw per run on one backend (bf16: its bf16 mode), bit for bit; prints and counts its checks
 void check_adamw_multi_per_run(const Backend *be, int bf16);

@@ -1,0 +1,12 @@
+// optim_lp.h: internal to model/: the conversions behind model_set/get_params, model_set/get_optim and model_adamw
+// when use_precision_aware_optimizer keeps the AdamW state in lower precision (model/optim_lp.c).
+#pragma once
+#include "gdn.h"
+
+void model_lp_set_params(Model *m, const float *host); // with adam_rem: split into wact + remainders, small whole
+void model_lp_get_params(Model *m, float *host);       // joined back, bit for bit
+void model_lp_set_optim(Model *m, const float *hm, const float *hv); // fp32 moments rounded where kept at bf16
+void model_lp_get_optim(Model *m, float *hm, float *hv);
+void model_lp_adamw(Model *m, float lr, int step);
+// model/fp32_params.c: whether the forward reads tensor t in fp32 (kept whole in small without the masters)
+int model_tensor_fp32_read(const TensorInfo *t);
