@@ -81,6 +81,7 @@ enum { CK_INT, CK_FLOAT, CK_STR, CK_BOOL };
     X(precision, CK_STR, precision, "bf16", "bf16 | fp32 (CUDA activations; CPU is always fp32)")        \
     X(delta_rule, CK_STR, delta_rule, "chunk", "chunk | recurrent (CPU reference form)")                 \
     X(recompute_swiglu, CK_BOOL, recompute_swiglu, "false", "training: keep no SwiGLU output per block; the backward recomputes it (same bits; 300M at 16 x 2048: -3 GiB)") \
+    X(recompute_gdn_acts, CK_BOOL, recompute_gdn_acts, "false", "training: keep no GDN conv output, normed q/k or gated-norm output per block; the backward recomputes them (same bits; 300M at 16 x 2048: -1.4 GiB)") \
     X(enable_cuda_graph, CK_BOOL, enable_cuda_graph, "true", "CUDA: each micro-batch's forward + backward replays one recorded graph (same kernels, same bits; no launch gaps)") \
     X(nproc_per_node, CK_INT, nproc_per_node, "1", "data-parallel ranks on this machine, one per GPU (NCCL); CPU ranks share the cores") \
     /* distributed training (issue 19) */                                                                  \
@@ -126,6 +127,7 @@ typedef struct {
     int eos_token_id;
     char delta_rule[16];
     int recompute_swiglu; // gdn.c's own key: Megatron's recompute_modules has no dense-MLP activation entry
+    int recompute_gdn_acts; // gdn.c's own key, as recompute_swiglu (model/layer_gdn.c)
     int enable_cuda_graph; // Megatron's key; here the scope is one micro-batch's forward + backward
     int nproc_per_node;
     char tensorboard_dir[512], report_dir[512]; // run monitoring

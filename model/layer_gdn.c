@@ -14,6 +14,11 @@ static ProjCols proj_cols(const ModelDims *d) {
     return c;
 }
 
+// Packed documents (NULL: one per row; T = 1 is decode, where the state always carries on).
+static const int32_t *doc_start(const Model *m, int T) { return T > 1 ? m->doc_start : NULL; }
+
+static int recomputes(const Model *m) { return m->training && m->cfg.recompute_gdn_acts; }
+
 static void acts_alloc(Model *m, int l, int B, int T, int share) {
     GdnActs *b = &m->blk[l].gdn;
     if (share >= 0) { // inference: every GDN block runs on the same per-row buffers
@@ -23,15 +28,16 @@ static void acts_alloc(Model *m, int l, int B, int T, int share) {
     const ModelDims *d = &m->d;
     ProjCols c = proj_cols(d);
     size_t N = (size_t)B * T, ab = (size_t)m->be->act_bytes, NT = (size_t)(T + GDN_CHUNK - 1) / GDN_CHUNK;
+    const int rc = recomputes(m); // C, QK, on: set to the shared buffers by grads_alloc
     b->P = model_arena_take(m, N * c.Dp * ab);
-    b->C = model_arena_take(m, N * c.Dc * ab);
-    b->QK = model_arena_take(m, N * 2 * d->Kd * ab);
+    b->C = rc ? NULL : model_arena_take(m, N * c.Dc * ab);
+    b->QK = rc ? NULL : model_arena_take(m, N * 2 * d->Kd * ab);
     b->qk_rstd = model_arena_take(m, N * 2 * d->H * sizeof(float));
     b->beta = model_arena_take(m, N * d->HV * sizeof(float));
     b->gamma = model_arena_take(m, N * d->HV * sizeof(float));
     b->h_save = m->training ? model_arena_take(m, (size_t)B * d->HV * NT * d->dk * d->dv * ab) : NULL;
     b->o = model_arena_take(m, N * d->Vd * ab);
-    b->on = model_arena_take(m, N * d->Vd * ab);
+    b->on = rc ? NULL : model_arena_take(m, N * d->Vd * ab);
     b->on_rstd = model_arena_take(m, N * d->HV * sizeof(float));
 }
 
@@ -47,10 +53,30 @@ static void grads_alloc(Model *m, int B, int T) {
     g->don = model_arena_take(m, N * d->Vd * ab);
     g->dbeta = model_arena_take(m, N * d->HV * sizeof(float));
     g->dgamma = model_arena_take(m, N * d->HV * sizeof(float));
+    g->C = g->QK = g->on = NULL;
+    if (recomputes(m)) { // one C, QK, on for every block (grads_alloc runs after every block's acts_alloc)
+        g->C = model_arena_take(m, N * c.Dc * ab);
+        g->QK = model_arena_take(m, N * 2 * d->Kd * ab);
+        g->on = model_arena_take(m, N * d->Vd * ab);
+        for (int l = 0; l < d->L; l++)
+            if (d->kind[l] == LAYER_GDN) m->blk[l].gdn.C = g->C, m->blk[l].gdn.QK = g->QK, m->blk[l].gdn.on = g->on;
+    }
 }
 
-// Packed documents (NULL: one per row; T = 1 is decode, where the state always carries on).
-static const int32_t *doc_start(const Model *m, int T) { return T > 1 ? m->doc_start : NULL; }
+// recompute_gdn_acts: block l's C, QK and on again, with the forward's ops on the same inputs (P, o, the weights),
+// so the same bits; the statistics are rewritten with the values they hold
+static void recompute(Model *m, int l, int B, int T) {
+    const Backend *be = m->be;
+    const ModelDims *d = &m->d;
+    const LayerOffsets_gdn *w = &m->lay.layer[l].gdn;
+    const GdnActs *b = &m->blk[l].gdn;
+    ProjCols c = proj_cols(d);
+    int N = B * T;
+    be->conv_silu_fwd(b->C, c.Dc, b->P, c.Dp, PF(m, w->q_conv1d), NULL, NULL, B, T, c.Dc, d->K, doc_start(m, T));
+    be->l2norm_fwd(b->QK, 2 * d->Kd, b->qk_rstd, b->C, c.Dc, N, 2 * d->H, d->dk);
+    be->gated_rmsnorm_fwd(b->on, d->Vd, b->on_rstd, b->o, d->Vd, A(m, b->P, c.g), c.Dp, PF(m, w->o_norm), N, d->HV,
+                          d->dv, d->eps);
+}
 
 // The delta rule reads q|k from the L2-normed QK columns and v from the conv output's v columns.
 static DeltaRuleArgs delta_rule_args(const Model *m, const GdnActs *b, int B, int T) {
@@ -110,6 +136,7 @@ static void bwd(Model *m, int l, int B, int T, const void *dout) {
     const GdnGrads *g = &m->gdn_grads;
     ProjCols c = proj_cols(d);
     int N = B * T;
+    if (recomputes(m)) recompute(m, l, B, T);
     be->matmul_bwd(g->don, d->Vd, GF(m, w->o_proj), dout, d->h, b->on, d->Vd, WA(m, w->o_proj), N, d->h, d->Vd, 0);
     be->gated_rmsnorm_bwd(g->do_, d->Vd, A(m, g->dP, c.g), c.Dp, GF(m, w->o_norm), g->don, d->Vd, b->o, d->Vd,
                           A(m, b->P, c.g), c.Dp, b->on_rstd, PF(m, w->o_norm), N, d->HV, d->dv);

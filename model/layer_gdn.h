@@ -22,6 +22,9 @@ typedef struct {
 typedef struct {
     void *dP, *dC, *dQK, *do_, *don; // gradients of P, C, QK, o, on
     float *dbeta, *dgamma;           // [N, HV]
+    // recompute_gdn_acts: every block's C, QK and on (the forward writes them here, each dead after its block; the
+    // backward recomputes its block's from P, o and the saved statistics)
+    void *C, *QK, *on;
 } GdnGrads;
 
 // Recurrent decode state of one GDN block for B sequences: constant size, whatever the length decoded.

@@ -264,11 +264,16 @@ int main(void) {
         Config cr = c;
         cr.recompute_swiglu = 1; // the SwiGLU output recomputed in the backward: the same loss and gradient bits
         double l_16r = step(c16, &cr, params, ids, tgt, valid, g_16r);
+        cr.recompute_gdn_acts = 1; // and the GDN blocks' conv output, normed q/k, gated-norm output: the same bits
+        float *g_16g = xmalloc(P * 4);
+        double l_16g = step(c16, &cr, params, ids, tgt, valid, g_16g);
+        int rec_g = l_16g == l_16 && memcmp(g_16, g_16g, P * 4) == 0;
+        free(g_16g);
         double e32 = fabs(l_32 - l_cpu) / fabs(l_cpu), e16 = fabs(l_16 - l_cpu) / fabs(l_cpu);
         int ok32 = e32 <= 1e-5, ok16 = e16 <= 1e-3, det = memcmp(g_16, g_16b, P * 4) == 0;
-        int rec = l_16r == l_16 && memcmp(g_16, g_16r, P * 4) == 0;
+        int rec = l_16r == l_16 && memcmp(g_16, g_16r, P * 4) == 0 && rec_g;
         printf("%s %s: loss cpu %.7f | cuda fp32 %.7f (rel %.2e, tol 1e-5) | cuda bf16 %.7f (rel %.2e, tol 1e-3) | "
-               "bf16 grads deterministic: %s | recompute_swiglu same bits: %s\n",
+               "bf16 grads deterministic: %s | recompute_swiglu (+ recompute_gdn_acts) same bits: %s\n",
                ok32 && ok16 && det && rec ? "PASS" : "FAIL", tc->name, l_cpu, l_32, e32, l_16, e16, det ? "yes" : "NO",
                rec ? "yes" : "NO");
         fails += !(ok32 && ok16 && det && rec);
