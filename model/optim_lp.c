@@ -91,37 +91,34 @@ static void act_bits_set(const Model *m, const uint16_t *hi, size_t i0, size_t k
     be->memcpy_h2d((float *)m->wact + i0, f, k * sizeof(float));
 }
 
-void model_lp_set_params(Model *m, const float *host) {
+// The masters between host fp32 and wact + remainders (split on the way in, joined on the way out; exact), the
+// fp32-read tensors' whole in small
+static void masters_move(Model *m, float *host, int to_device) {
     const Backend *be = m->be;
     const size_t n = m->lay.total;
     uint16_t *hi = xmalloc(CONV_CHUNK * sizeof(uint16_t)), *rem = xmalloc(CONV_CHUNK * sizeof(uint16_t));
     float *tmp = xmalloc(CONV_CHUNK * sizeof(float));
     for (size_t i0 = 0; i0 < n; i0 += CONV_CHUNK) {
         const size_t k = n - i0 < CONV_CHUNK ? n - i0 : CONV_CHUNK;
-        for (size_t i = 0; i < k; i++) hi[i] = f32_split_remainder(host[i0 + i], &rem[i]);
-        act_bits_set(m, hi, i0, k, tmp);
-        be->memcpy_h2d(m->adam_rem + i0, rem, k * sizeof(uint16_t));
+        if (to_device) {
+            for (size_t i = 0; i < k; i++) hi[i] = f32_split_remainder(host[i0 + i], &rem[i]);
+            act_bits_set(m, hi, i0, k, tmp);
+            be->memcpy_h2d(m->adam_rem + i0, rem, k * sizeof(uint16_t));
+        } else {
+            act_bits_get(m, hi, i0, k, tmp);
+            be->memcpy_d2h(rem, m->adam_rem + i0, k * sizeof(uint16_t));
+            for (size_t i = 0; i < k; i++) host[i0 + i] = f32_join_remainder(hi[i], rem[i]);
+        }
     }
-    for (int r = 0; r < m->nsmall; r++) // the fp32-read tensors: whole masters
-        be->memcpy_h2d(m->small + m->small_at[r], host + m->small_lo[r], (m->small_hi[r] - m->small_lo[r]) * sizeof(float));
+    for (int r = 0; r < m->nsmall; r++) {
+        const size_t bytes = (m->small_hi[r] - m->small_lo[r]) * sizeof(float);
+        if (to_device) be->memcpy_h2d(m->small + m->small_at[r], host + m->small_lo[r], bytes);
+        else be->memcpy_d2h(host + m->small_lo[r], m->small + m->small_at[r], bytes);
+    }
     free(hi), free(rem), free(tmp);
 }
-
-void model_lp_get_params(Model *m, float *host) {
-    const Backend *be = m->be;
-    const size_t n = m->lay.total;
-    uint16_t *hi = xmalloc(CONV_CHUNK * sizeof(uint16_t)), *rem = xmalloc(CONV_CHUNK * sizeof(uint16_t));
-    float *tmp = xmalloc(CONV_CHUNK * sizeof(float));
-    for (size_t i0 = 0; i0 < n; i0 += CONV_CHUNK) {
-        const size_t k = n - i0 < CONV_CHUNK ? n - i0 : CONV_CHUNK;
-        act_bits_get(m, hi, i0, k, tmp);
-        be->memcpy_d2h(rem, m->adam_rem + i0, k * sizeof(uint16_t));
-        for (size_t i = 0; i < k; i++) host[i0 + i] = f32_join_remainder(hi[i], rem[i]);
-    }
-    for (int r = 0; r < m->nsmall; r++)
-        be->memcpy_d2h(host + m->small_lo[r], m->small + m->small_at[r], (m->small_hi[r] - m->small_lo[r]) * sizeof(float));
-    free(hi), free(rem), free(tmp);
-}
+void model_lp_set_params(Model *m, const float *host) { masters_move(m, (float *)host, 1); }
+void model_lp_get_params(Model *m, float *host) { masters_move(m, host, 0); }
 
 // ---- moments
 
