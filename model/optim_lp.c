@@ -20,6 +20,7 @@ enum { CONV_CHUNK = 1 << 22 }; // host conversions go through buffers of this ma
 
 static int dtype_bf16(const char *s) { return !strcmp(s, "bf16"); }
 static void keep_remainders(Model *m, int keep_values);
+static void moment_get(const Model *m, float *dst, int bf, const void *src);
 
 void model_lp_alloc_state(Model *m) {
     const Backend *be = m->be;
@@ -93,7 +94,7 @@ static void act_bits_set(const Model *m, const uint16_t *hi, size_t i0, size_t k
 
 // The masters between host fp32 and wact + remainders (split on the way in, joined on the way out; exact), the
 // fp32-read tensors' whole in small
-static void masters_move(Model *m, float *host, int to_device) {
+static void masters_move(Model *m, float *host, int to_device, uint16_t *rem_dev) {
     const Backend *be = m->be;
     const size_t n = m->lay.total;
     uint16_t *hi = xmalloc(CONV_CHUNK * sizeof(uint16_t)), *rem = xmalloc(CONV_CHUNK * sizeof(uint16_t));
@@ -103,10 +104,10 @@ static void masters_move(Model *m, float *host, int to_device) {
         if (to_device) {
             for (size_t i = 0; i < k; i++) hi[i] = f32_split_remainder(host[i0 + i], &rem[i]);
             act_bits_set(m, hi, i0, k, tmp);
-            be->memcpy_h2d(m->adam_rem + i0, rem, k * sizeof(uint16_t));
+            be->memcpy_h2d(rem_dev + i0, rem, k * sizeof(uint16_t));
         } else {
             act_bits_get(m, hi, i0, k, tmp);
-            be->memcpy_d2h(rem, m->adam_rem + i0, k * sizeof(uint16_t));
+            be->memcpy_d2h(rem, rem_dev + i0, k * sizeof(uint16_t));
             for (size_t i = 0; i < k; i++) host[i0 + i] = f32_join_remainder(hi[i], rem[i]);
         }
     }
@@ -117,8 +118,11 @@ static void masters_move(Model *m, float *host, int to_device) {
     }
     free(hi), free(rem), free(tmp);
 }
-void model_lp_set_params(Model *m, const float *host) { masters_move(m, (float *)host, 1); }
-void model_lp_get_params(Model *m, float *host) { masters_move(m, host, 0); }
+void model_lp_set_params(Model *m, const float *host) { masters_move(m, (float *)host, 1, m->adam_rem); }
+void model_lp_get_params(Model *m, float *host) { masters_move(m, host, 0, m->adam_rem); }
+void model_lp_masters_to_host(Model *m, const uint16_t *rem_dev, float *host) {
+    masters_move(m, host, 0, (uint16_t *)rem_dev);
+}
 
 // ---- moments
 
@@ -142,6 +146,10 @@ static void moment_set(const Model *m, void *dst, int bf, const float *src) {
         }
     }
     free(buf);
+}
+size_t model_lp_moment_bytes(const Model *m, int bf) { return bf ? (size_t)m->be->act_bytes : sizeof(float); }
+void model_lp_moment_to_host(const Model *m, float *host, int bf, const void *src_dev) {
+    moment_get(m, host, bf, src_dev);
 }
 static void moment_get(const Model *m, float *dst, int bf, const void *src) {
     const Backend *be = m->be;

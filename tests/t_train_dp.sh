@@ -91,6 +91,29 @@ same_ckpt('w4', 'zb')
 same_ckpt('zb', 'zo')
 print('ZeRO-1 4 ranks == plain DDP 4 ranks, bucketed ZeRO-1 too; overlapped == not: losses and checkpoints bit for bit (10 steps)')
 PY
+# ZeRO-1 with the precision-aware optimizer (bf16 moments, sharded in their storage; the CPU keeps fp32 masters):
+# plain DDP's bits again, bucketed and overlapped too, and the checkpoint's moments are bf16 values
+pa=(--use_precision_aware_optimizer true --exp_avg_dtype bf16 --exp_avg_sq_dtype bf16)
+./gdn train "${common[@]}" --nproc_per_node 4 --micro_batch_size 1 "${pa[@]}" --save "$tmp/w4pa" > "$tmp/w4pa.log"
+./gdn train "${common[@]}" "${z[@]}" "${pa[@]}" --ddp_bucket_size 20000 --overlap_grad_reduce --overlap_param_gather \
+    --save "$tmp/zpa" > "$tmp/zpa.log"
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, struct, sys
+sys.path.insert(0, 'tests/ref')
+from st import tensors_raw
+tmp = sys.argv[1]
+def run(name):
+    return {r['iteration']: r['lm_loss'] for r in map(json.loads, open(f'{tmp}/{name}/metrics.jsonl')) if 'lm_loss' in r}
+w, z, plain = run('w4pa'), run('zpa'), run('w4')
+assert sorted(w) == list(range(1, 11)) and w == z, (w, z)
+assert w != plain, 'bf16 moments gave the fp32 run'
+for f in ('model.safetensors', 'optimizer.safetensors'):
+    x, y = tensors_raw(f'{tmp}/w4pa/iter_0000010/{f}'), tensors_raw(f'{tmp}/zpa/iter_0000010/{f}')
+    assert x and x.keys() == y.keys() and not [k for k in x if x[k] != y[k]], f
+opt = tensors_raw(f'{tmp}/zpa/iter_0000010/optimizer.safetensors')
+assert all(v & 0xffff == 0 for k in opt for v in struct.unpack(f'<{len(opt[k]) // 4}I', opt[k]))
+print('ZeRO-1 (bucketed, overlapped) with bf16 moments == plain DDP with bf16 moments at 4 ranks, bit for bit')
+PY
 # ZeRO-1's memory: rank 0 holds its shard of the AdamW moments only (on the CPU's fp32 backend the masters are the
 # weights, whole on every rank), so its allocated bytes (Megatron's mem-allocated-bytes) are 8 bytes x ~3/4 of the
 # parameters below plain DDP's at 4 ranks; the figure the 1B's per-GPU memory at the recipe's 8 GPUs rests on

@@ -6,7 +6,9 @@
 // masters and the AdamW moments on bf16 backends (12 bytes per parameter / world size; the forward reads the
 // bf16 copy, all-gathered as the owners rounded it, and the few fp32 tensors of model/fp32_params.c); on
 // fp32 backends the masters are the weights the forward reads, whole on every rank (refreshed by the
-// all-gather), so only the moments are sharded (8 bytes / world size). Checkpoints hold the whole state in
+// all-gather), so only the moments are sharded (8 bytes / world size). With use_precision_aware_optimizer the
+// shards keep the model's storage (model/optim_lp.c): bf16 moments, and with store_param_remainders 16-bit
+// remainders instead of fp32 masters (6 bytes per parameter / world size at the least). Checkpoints hold the whole state in
 // model order (gathered at save), so any world size, with or without ZeRO-1, resumes from them.
 #pragma once
 #include <stddef.h>
@@ -21,8 +23,13 @@ typedef struct {
     size_t *lo, *hi;    // [npieces] its ranges of the flat parameter vector
     size_t *at;         // [npieces] where each starts in the moments below
     size_t n;           // elements owned
-    float *m, *v;       // AdamW moments of the owned elements (backend memory), the pieces back to back
+    void *m, *v;        // AdamW moments of the owned elements (backend memory), the pieces back to back: fp32, or
+                        //   in act dtype at bf16 precision (use_precision_aware_optimizer: the model's adam_lp)
+    size_t esz_m, esz_v; // their element bytes
     float *master;      // bf16 backends: the fp32 masters of the owned elements, likewise (NULL on fp32 ones)
+    uint16_t *rem;      // instead, with store_param_remainders: their low 16 bits (the high half is the act copy;
+                        //   the fp32-read tensors' masters are the model's small, updated in place by the owner)
+    float *small_tmp;   // with rem: refresh_small's staging [model nsmall_elems]
     AdamwPlan plan;     // zero_step's multi-tensor AdamW over the owned runs, built on its first call
 } Zero;
 
