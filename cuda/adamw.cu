@@ -103,7 +103,9 @@ __device__ __forceinline__ uint16_t act_hi(bf16 a) { return __bfloat16_as_ushort
 __device__ __forceinline__ uint16_t act_hi(float a) { return (uint16_t)(__float_as_uint(a) >> 16); }
 template <typename T> __device__ __forceinline__ T act_from_hi(uint16_t h);
 template <> __device__ __forceinline__ bf16 act_from_hi<bf16>(uint16_t h) { return __ushort_as_bfloat16(h); }
-template <> __device__ __forceinline__ float act_from_hi<float>(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+template <> __device__ __forceinline__ float act_from_hi<float>(uint16_t h) {
+    return __uint_as_float((uint32_t)h << 16);
+}
 
 // TransformerEngine's remainder split and its inverse (util/common.h f32_split_remainder, f32_join_remainder)
 __device__ __forceinline__ float join_remainder(uint16_t hi, uint16_t rem) {
@@ -203,7 +205,8 @@ template <typename T>
 static void cu_adamw_multi_lp(const AdamwChunk *chunks, int nchunks, float *p, uint16_t *rem, void *p_act,
                               const float *g, void *m, void *v, int lp, float lr, float b1, float b2, float eps,
                               float wd, int step, const float *gscale) {
-    CU_REQUIRE(g && m && v && gscale && (chunks || !nchunks), "adamw_multi_lp", "NULL pointer (chunks, g, m, v, gscale)");
+    CU_REQUIRE(g && m && v && gscale && (chunks || !nchunks), "adamw_multi_lp",
+               "NULL pointer (chunks, g, m, v, gscale)");
     CU_REQUIRE(step >= 1, "adamw_multi_lp", "step is 1-based, got %d", step);
     CU_REQUIRE(!(lp & ~(ADAMW_M_BF16 | ADAMW_V_BF16)), "adamw_multi_lp", "unknown state flags %d", lp);
     CU_REQUIRE(!rem || p_act, "adamw_multi_lp", "remainders need the act copy (p_act) that holds the high halves");
