@@ -7,7 +7,8 @@
 #     2 "nodes" x 1 on loopback: the NCCL id crosses the Gloo channel), ZeRO-1, bucketed overlap: losses
 #     within the tolerance of gpu_check's dp stage (bf16), overlap == no overlap bit for bit, and the
 #     exposed collective time per step (comm_ms) and tokens/s per GPU printed; ZeRO-1 (sharded fp32 masters)
-#     in buckets with overlap_grad_reduce + overlap_param_gather == without overlap, bit for bit.
+#     in buckets with overlap_grad_reduce + overlap_param_gather == without overlap, bit for bit; the
+#     precision-aware optimizer (bf16 moments, master remainders) on ZeRO-1 within 1e-4 of it on plain DDP.
 #   DATA=.assets/data/corpus_fla  STEPS=20  OUT=dir (logs)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -55,6 +56,12 @@ if [ "$NG" -ge 2 ]; then
   trun w2_zero_buckets 1 2 "${B[@]}" --use_distributed_optimizer --ddp_bucket_size 20000000 --metrics_file "$OUT/w2_zero_buckets.jsonl"
   trun w2_zero_overlap 1 2 "${B[@]}" --use_distributed_optimizer --ddp_bucket_size 20000000 --overlap_grad_reduce \
     --overlap_param_gather --metrics_file "$OUT/w2_zero_overlap.jsonl"
+  # the precision-aware optimizer (bf16 moments, master remainders) on plain DDP and on ZeRO-1 (its shards in that
+  # storage, overlapped)
+  PA=(--use_precision_aware_optimizer --exp_avg_dtype bf16 --exp_avg_sq_dtype bf16)
+  trun w2_pa 1 2 "${B[@]}" "${PA[@]}" --metrics_file "$OUT/w2_pa.jsonl"
+  trun w2_zero_pa 1 2 "${B[@]}" "${PA[@]}" --use_distributed_optimizer --ddp_bucket_size 20000000 --overlap_grad_reduce \
+    --overlap_param_gather --metrics_file "$OUT/w2_zero_pa.jsonl"
   if [ "$NG" -ge 4 ]; then
     trun w4_zero 1 4 "${B[@]}" --micro_batch_size 8 --use_distributed_optimizer --metrics_file "$OUT/w4_zero.jsonl"
     trun w4_overlap 1 4 "${B[@]}" --micro_batch_size 8 --overlap_grad_reduce --metrics_file "$OUT/w4_overlap.jsonl"
@@ -99,6 +106,15 @@ b, o = load('w2_zero_buckets'), load('w2_zero_overlap')
 if b and o:
     same = all((b[0][k]['lm_loss'], b[0][k]['grad_norm']) == (o[0][k]['lm_loss'], o[0][k]['grad_norm']) for k in b[0])
     print(f'ZeRO-1 overlapped (grad reduce + param gather) == not (2 GPUs, buckets of 20M): {same}'); ok &= same
+p, z = load('w2_pa'), load('w2_zero_pa')
+if p and z:
+    worst = max(abs(z[0][k]['lm_loss'] - p[0][k]['lm_loss']) / p[0][k]['lm_loss'] for k in p[0])
+    first = abs(p[0][1]['lm_loss'] - base[0][1]['lm_loss']) / base[0][1]['lm_loss']
+    last = max(p[0])
+    drift = abs(p[0][last]['lm_loss'] - base[0][last]['lm_loss']) / base[0][last]['lm_loss']
+    print(f'precision-aware optimizer, 2 GPUs: ZeRO-1 (overlapped) within {worst:.2e} of plain DDP (tol 1e-4); step 1 '
+          f'within {first:.1e} of fp32 state 1 GPU (tol 1e-5); step {last} {drift:.2e} from it (printed)')
+    ok &= worst <= 1e-4 and first <= 1e-5
 sys.exit(0 if ok else 1)
 PY
 [ $fail = 0 ] && echo "PASS: dist_check" || { echo "FAIL: dist_check"; exit 1; }
