@@ -133,10 +133,13 @@ int cmd_bench(int argc, char **argv) {
     // MFU against H100/H200 dense bf16 (989.4 TFLOP/s), on the 6N-style GDN count
     if (be->act_bytes == 2) printf(", MFU %.1f%% of 989 TFLOP/s", 100.0 * flops_per_token_gdn(&c) * tok / 989.4e12);
     if (docs) printf(", %d EOD-separated documents per step (reset_state_at_eod)", docs);
+    // what the peak is made of: the weights, gradients and optimizer state, and the activation arena
+    printf(", of which weights + gradients + AdamW state %.2f GiB (%.0f bytes/parameter) and activations %.2f GiB",
+           model_state_bytes_per_param(m) * (double)m->lay.total / 1073741824.0, model_state_bytes_per_param(m),
+           m->arena_used / 1073741824.0);
     if (c.use_precision_aware_optimizer)
-        printf(", precision-aware optimizer (exp_avg %s, exp_avg_sq %s%s: %.0f bytes/parameter with the weights and "
-               "gradients)", c.exp_avg_dtype, c.exp_avg_sq_dtype, m->adam_rem ? ", master remainders" : "",
-               model_state_bytes_per_param(m));
+        printf(", precision-aware optimizer (exp_avg %s, exp_avg_sq %s%s)", c.exp_avg_dtype, c.exp_avg_sq_dtype,
+               m->adam_rem ? ", master remainders" : "");
     printf("\nbench: last step loss %.9g, grad norm %.9g\n", loss, gnorm);
     if (profile) backend_profile_report(stdout, steps, ms);
     free(ids); free(tgt);
