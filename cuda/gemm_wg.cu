@@ -501,8 +501,11 @@ static bool wg_pingpong(int form) {
     return pp && form != WG_DW;
 }
 
-// Launches the form on the schedule wg_pingpong picks (the caller encoded W's map with that schedule's box: the
-// [rows of W] per tile wg_w_rows gives), one block per SM at most.
+// Output columns of one tile on the schedule wg_pingpong picks for the form: W rows a tile reads (SWIGLU: half of
+// them gate rows, half up rows), the box the callers encode W's map with when it is K-major
+static int wg_tile_n(int form) { return wg_pingpong(form) ? (int)PP_BN : (int)WG_BN; }
+
+// Launches the form on the schedule wg_pingpong picks (W's map encoded with wg_tile_n's box), one block per SM at most.
 static void wg_launch(const char *name, WgGemmArgs &a, int form) {
     static int group = -1; // a tuning knob for the benchmarks: any value gives the same results
     if (group < 0) {
@@ -511,7 +514,7 @@ static void wg_launch(const char *name, WgGemmArgs &a, int form) {
     }
     a.group_m = group;
     const bool pp = wg_pingpong(form);
-    const int bn = pp ? (int)PP_BN : (int)WG_BN, feat = bn / 2; // output columns per tile (SWIGLU: features bn / 2)
+    const int bn = wg_tile_n(form), feat = bn / 2; // output columns per tile (SWIGLU: features bn / 2)
     const long tiles = (long)((a.M + WG_BM - 1) / WG_BM) * (form == WG_SWIGLU ? a.F / feat : (a.N + bn - 1) / bn);
     // GDN_CUDA_WG_GRID=n caps the grid (tests: many tiles a block, so the persistent loop, the ring's wrap-around
     // and the ping-pong hand-over run on small shapes)
@@ -553,8 +556,7 @@ void cu_gemm_wg(const char *op, bf16 *y, int ldy, const bf16 *x, int ldx, const 
     WgGemmArgs a;
     memset(&a, 0, sizeof a);
     cu_tmap_2d_bf16(&a.tm_x, x, (uint64_t)K, (uint64_t)M, (uint64_t)ldx * 2, WG_BK, WG_BM, op);
-    const int w_rows = wg_pingpong(WG_FWD) ? (int)PP_BN : (int)WG_BN; // W rows a tile reads
-    cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)N, (uint64_t)ldw * 2, WG_BK, w_rows, op);
+    cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)N, (uint64_t)ldw * 2, WG_BK, wg_tile_n(WG_FWD), op);
     a.y = y, a.ldy = ldy, a.M = M, a.N = N, a.K = K, a.accumulate = accumulate;
     wg_launch("gemm_wg", a, WG_FWD);
 }
@@ -570,8 +572,7 @@ void cu_gemm_wg_swiglu(const char *op, bf16 *gu, bf16 *h, const bf16 *x, int ldx
     memset(&a, 0, sizeof a);
     cu_tmap_2d_bf16(&a.tm_x, x, (uint64_t)K, (uint64_t)M, (uint64_t)ldx * 2, WG_BK, WG_BM, op);
     // gate and up boxes of half a tile's W rows each
-    cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)(2 * F), (uint64_t)K * 2, WG_BK,
-                    wg_pingpong(WG_SWIGLU) ? PP_BN / 2 : WG_BN / 2, op);
+    cu_tmap_2d_bf16(&a.tm_w, W, (uint64_t)K, (uint64_t)(2 * F), (uint64_t)K * 2, WG_BK, wg_tile_n(WG_SWIGLU) / 2, op);
     a.y = gu, a.ldy = 2 * F, a.M = M, a.N = 2 * F, a.K = K, a.h = h, a.F = F;
     wg_launch("gemm_wg_swiglu", a, WG_SWIGLU);
 }

@@ -596,22 +596,31 @@ void model_set_grad_scale(Model *m, float gscale) {
 
 void model_adamw(Model *m, float lr, int step) {
     const Config *c = &m->cfg;
-    if (m->adam_pa) { model_lp_adamw(m, lr, step); return; }
-    need_masters(m, "model_adamw");
-    if (!m->adam_plan.dev) { // once: runs of adjacent tensors with the same weight decay (the layout is contiguous)
-        for (int i = 0; i < m->lay.ntensors;) {
-            const TensorInfo *t = &m->lay.tensors[i];
-            size_t n = t->numel;
-            int j = i + 1;
-            while (j < m->lay.ntensors && m->lay.tensors[j].decay == t->decay && m->lay.tensors[j].off == t->off + n)
-                n += m->lay.tensors[j++].numel;
-            adamw_plan_add(&m->adam_plan, t->off, t->off, t->off, n, t->decay);
-            i = j;
+    if (!m->adam_rem) need_masters(m, "model_adamw");
+    if (!m->adam_plan.dev) { // once (the layout is contiguous)
+        if (m->adam_rem) {
+            model_lp_plan(m); // tensor by tensor: the masters in small, or in wact + the remainders
+        } else { // runs of adjacent tensors with the same weight decay
+            for (int i = 0; i < m->lay.ntensors;) {
+                const TensorInfo *t = &m->lay.tensors[i];
+                size_t n = t->numel;
+                int j = i + 1;
+                while (j < m->lay.ntensors && m->lay.tensors[j].decay == t->decay &&
+                       m->lay.tensors[j].off == t->off + n)
+                    n += m->lay.tensors[j++].numel;
+                adamw_plan_add(&m->adam_plan, t->off, t->off, t->off, n, t->decay);
+                i = j;
+            }
         }
         adamw_plan_upload(&m->adam_plan, m->be);
     }
+    float *p = m->adam_rem ? m->small : m->params;
     void *pa = m->wact == (void *)m->params ? NULL : m->wact;
-    m->be->adamw_multi(m->adam_plan.dev, m->adam_plan.n, m->params, pa, m->grads, m->adam_m, m->adam_v, lr,
-                       c->adam_beta1, c->adam_beta2, c->adam_eps, c->weight_decay, step,
-                       m->scalars + MODEL_SLOT_GSCALE);
+    if (m->adam_pa) // the state in lower precision (model/optim_lp.c)
+        m->be->adamw_multi_lp(m->adam_plan.dev, m->adam_plan.n, p, m->adam_rem, pa, m->grads, m->adam_m, m->adam_v,
+                              m->adam_lp, lr, c->adam_beta1, c->adam_beta2, c->adam_eps, c->weight_decay, step,
+                              m->scalars + MODEL_SLOT_GSCALE);
+    else
+        m->be->adamw_multi(m->adam_plan.dev, m->adam_plan.n, p, pa, m->grads, m->adam_m, m->adam_v, lr, c->adam_beta1,
+                           c->adam_beta2, c->adam_eps, c->weight_decay, step, m->scalars + MODEL_SLOT_GSCALE);
 }

@@ -27,8 +27,10 @@ void model_lp_alloc_state(Model *m) {
     const Config *c = &m->cfg;
     const size_t n = m->lay.total;
     m->adam_pa = c->use_precision_aware_optimizer;
-    m->adam_lp = (dtype_bf16(c->exp_avg_dtype) ? ADAMW_M_BF16 : 0) | (dtype_bf16(c->exp_avg_sq_dtype) ? ADAMW_V_BF16 : 0);
-    if (m->adam_pa && !be->adamw_multi_lp) die("use_precision_aware_optimizer: the %s backend has no adamw_multi_lp", be->name);
+    m->adam_lp = (dtype_bf16(c->exp_avg_dtype) ? ADAMW_M_BF16 : 0) |
+                 (dtype_bf16(c->exp_avg_sq_dtype) ? ADAMW_V_BF16 : 0);
+    if (m->adam_pa && !be->adamw_multi_lp)
+        die("use_precision_aware_optimizer: the %s backend has no adamw_multi_lp", be->name);
     const size_t ab = (size_t)be->act_bytes;
     m->adam_m = be->alloc(n * (m->adam_lp & ADAMW_M_BF16 ? ab : sizeof(float)));
     m->adam_v = be->alloc(n * (m->adam_lp & ADAMW_V_BF16 ? ab : sizeof(float)));
@@ -175,28 +177,16 @@ void model_lp_get_optim(Model *m, float *hm, float *hv) {
 
 // ---- the update
 
-// The chunk table, once: each tensor its own run (weight decay per tensor); with remainders the fp32-read tensors'
-// masters are in small (p at their small offset), every other tensor's in wact + adam_rem.
-static void build_plan(Model *m) {
+// model_adamw's chunk table with remainders (not uploaded): each tensor its own run; the fp32-read tensors' masters
+// are in small (p at their small offset), every other tensor's in wact + adam_rem.
+void model_lp_plan(Model *m) {
     for (int i = 0; i < m->lay.ntensors; i++) {
         const TensorInfo *t = &m->lay.tensors[i];
         if (!t->numel) continue;
-        const int whole = !m->adam_rem || model_tensor_fp32_read(t);
-        const size_t poff = m->adam_rem && whole ? (size_t)(model_small_param(m, t->off) - m->small) : t->off;
+        const int whole = model_tensor_fp32_read(t);
+        const size_t poff = whole ? (size_t)(model_small_param(m, t->off) - m->small) : 0;
         const int first = m->adam_plan.n;
         adamw_plan_add(&m->adam_plan, t->off, t->off, poff, t->numel, t->decay);
         for (int c = first; c < m->adam_plan.n; c++) m->adam_plan.host[c].rem = (uint16_t)!whole;
     }
-    adamw_plan_upload(&m->adam_plan, m->be);
-}
-
-void model_lp_adamw(Model *m, float lr, int step) {
-    const Config *c = &m->cfg;
-    if (!m->adam_rem && !m->params) die("model_adamw: the fp32 masters are sharded (ZeRO-1; train/zero.c has them)");
-    if (!m->adam_plan.dev) build_plan(m);
-    float *p = m->adam_rem ? m->small : m->params;
-    void *pa = m->wact == (void *)m->params ? NULL : m->wact;
-    m->be->adamw_multi_lp(m->adam_plan.dev, m->adam_plan.n, p, m->adam_rem, pa, m->grads, m->adam_m, m->adam_v,
-                          m->adam_lp, lr, c->adam_beta1, c->adam_beta2, c->adam_eps, c->weight_decay, step,
-                          m->scalars + MODEL_SLOT_GSCALE);
 }

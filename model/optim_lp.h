@@ -7,7 +7,7 @@ void model_lp_set_params(Model *m, const float *host); // with adam_rem: split i
 void model_lp_get_params(Model *m, float *host);       // joined back, bit for bit
 void model_lp_set_optim(Model *m, const float *hm, const float *hv); // fp32 moments rounded where kept at bf16
 void model_lp_get_optim(Model *m, float *hm, float *hv);
-void model_lp_adamw(Model *m, float lr, int step);
+void model_lp_plan(Model *m); // model_adamw's chunk table with remainders (not uploaded)
 // ZeRO-1 (train/zero.c) with the state in lower precision: the masters of wact + the remainders rem_dev [lay.total]
 // (backend memory, gathered) into host, the fp32-read tensors' from small; one moment [lay.total] in its storage
 // (bf: at bf16 precision in act dtype) into host fp32
