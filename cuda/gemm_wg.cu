@@ -28,6 +28,7 @@
 #include "cuda/hopper.cuh"
 
 #include <stdlib.h>
+#include <string.h>
 
 #ifndef GDN_EMU
 #include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled
@@ -458,30 +459,48 @@ static bool wg_on() {
     return on;
 }
 
-bool cu_gemm_wg_takes(int M, const void *y, int ldy, const void *x, int ldx, const void *W, int ldw) {
-    return wg_on() && M > 4 && cu_gemm_wg_fits(y, ldy, x, ldx, W, ldw);
-}
-
-// GDN_CUDA_WG_BWD=0 keeps the backward's GEMMs on cuBLASLt under GDN_CUDA_GEMM=wg (an A/B switch: the forward's
-// GEMMs measured alone); 1, the default, sends them to gemm_wg too.
-bool cu_gemm_wg_bwd_on() {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("GDN_CUDA_WG_BWD");
-        if (e && *e && strcmp(e, "0") && strcmp(e, "1")) die("GDN_CUDA_WG_BWD=%s: expected 0 or 1", e);
-        on = !(e && !strcmp(e, "0"));
+// GDN_CUDA_WG_FORMS: a comma list of WgUse names, or "all" (the default); an A/B switch (the forms measured alone)
+static unsigned wg_forms() {
+    static const struct {
+        const char *name;
+        unsigned use;
+    } names[] = {{"fwd", WG_USE_FWD}, {"swiglu", WG_USE_SWIGLU}, {"dx", WG_USE_DX}, {"dx_swiglu", WG_USE_DX_SWIGLU},
+                 {"dw", WG_USE_DW}, {"lm_logits", WG_USE_LM_LOGITS}, {"lm_dy", WG_USE_LM_DY}, {"lm_de", WG_USE_LM_DE},
+                 {"all", 255u}};
+    static int parsed = 0;
+    static unsigned forms = 255u;
+    if (!parsed) {
+        parsed = 1;
+        const char *e = getenv("GDN_CUDA_WG_FORMS");
+        if (e && *e) {
+            forms = 0;
+            for (const char *p = e; *p;) {
+                const char *end = strchr(p, ',');
+                const size_t n = end ? (size_t)(end - p) : strlen(p);
+                unsigned hit = 0;
+                for (const auto &f : names)
+                    if (strlen(f.name) == n && !strncmp(f.name, p, n)) hit = f.use;
+                if (!hit)
+                    die("GDN_CUDA_WG_FORMS=%s: \"%.*s\" is none of fwd, swiglu, dx, dx_swiglu, dw, lm_logits, lm_dy, "
+                        "lm_de, all",
+                        e, (int)n, p);
+                forms |= hit;
+                p += n + (end ? 1 : 0);
+            }
+        }
     }
-    return on && wg_on();
+    return forms;
 }
 
-bool cu_gemm_wg_dx_takes(int M, const void *dx, int lddx, const void *dy, int lddy, const void *W, int ldw) {
-    return cu_gemm_wg_bwd_on() && cu_gemm_wg_takes(M, dx, lddx, dy, lddy, W, ldw);
+bool cu_gemm_wg_takes(WgUse use, int M, const void *y, int ldy, const void *x, int ldx, const void *W, int ldw) {
+    return wg_on() && (wg_forms() & (unsigned)use) && M > 4 && cu_gemm_wg_fits(y, ldy, x, ldx, W, ldw);
 }
 
 // dW's tiles are [128 x 256] of dW itself, each summing over all M rows: few tiles leave SMs idle for the whole
 // GEMM (cuBLASLt splits the sum there), so it takes shapes whose tiles fill at least 3/4 of the SMs' waves.
-bool cu_gemm_wg_dw_takes(int M, int N, int K, const float *dW, const void *dy, int lddy, const void *x, int ldx) {
-    if (!cu_gemm_wg_bwd_on() || M <= 4 || !cu_gemm_wg_fits(dW, 8, dy, lddy, x, ldx)) return false;
+bool cu_gemm_wg_dw_takes(WgUse use, int M, int N, int K, const float *dW, const void *dy, int lddy, const void *x,
+                         int ldx) {
+    if (!cu_gemm_wg_takes(use, M, dW, 8, dy, lddy, x, ldx)) return false;
     const long sms = g_cu.sm_count > 0 ? g_cu.sm_count : 1;
     const long tiles = (long)((N + WG_BM - 1) / WG_BM) * ((K + WG_BN - 1) / WG_BN), waves = (tiles + sms - 1) / sms;
     return 4 * tiles >= 3 * waves * sms;
@@ -645,7 +664,8 @@ static void cu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, cons
     CU_REQUIRE(M >= 0 && F > 0 && K > 0 && ldx >= K, "matmul_swiglu_fwd", "bad shape M=%d F=%d K=%d ldx=%d", M, F, K,
                ldx);
     if (M == 0) return;
-    if (sizeof(T) == 2 && F % 128 == 0 && cu_aligned16(h) && cu_gemm_wg_takes(M, gu, 2 * F, x, ldx, W, K)) {
+    if (sizeof(T) == 2 && F % 128 == 0 && cu_aligned16(h) &&
+        cu_gemm_wg_takes(WG_USE_SWIGLU, M, gu, 2 * F, x, ldx, W, K)) {
         cu_gemm_wg_swiglu("matmul_swiglu_fwd", (bf16 *)gu, (bf16 *)h, (const bf16 *)x, ldx, (const bf16 *)W, M, F, K);
         return;
     }
@@ -661,7 +681,7 @@ static void cu_matmul_swiglu_bwd(void *dgu, void *y, void *dh, const void *dy, i
                lddy);
     if (M == 0) return;
     if (sizeof(T) == 2 && cu_aligned16(gu) && (!y || cu_aligned16(y)) &&
-        cu_gemm_wg_dx_takes(M, dgu, 2 * F, dy, lddy, W, F)) {
+        cu_gemm_wg_takes(WG_USE_DX_SWIGLU, M, dgu, 2 * F, dy, lddy, W, F)) {
         cu_gemm_wg_dx_swiglu("matmul_swiglu_bwd", (bf16 *)dgu, (bf16 *)y, (const bf16 *)gu, (const bf16 *)dy, lddy,
                              (const bf16 *)W, M, F, K);
         return;

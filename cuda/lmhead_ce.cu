@@ -274,7 +274,8 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
                "GDN_CUDA_CE_THREADS=%d: a multiple of 32 up to 1024 expected", ce_bf16_threads);
     for (int n0 = 0; n0 < N; n0 += R) {
         int rows = N - n0 < R ? N - n0 : R;
-        if (bf16_logits && sizeof(T) == 2 && cu_gemm_wg_takes(rows, logits, V, ya + (size_t)n0 * h, h, E, h))
+        if (bf16_logits && sizeof(T) == 2 &&
+            cu_gemm_wg_takes(WG_USE_LM_LOGITS, rows, logits, V, ya + (size_t)n0 * h, h, E, h))
             cu_gemm_wg("lmhead_ce logits", (bf16 *)logits, V, (const bf16 *)(ya + (size_t)n0 * h), h, (const bf16 *)E,
                        h, rows, V, h, 0);
         else
@@ -295,12 +296,12 @@ static void cu_lmhead_ce(float *losses, void *dy, float *dE, const void *y, cons
             T *dyc = (T *)dy + (size_t)n0 * h;
             const T *yc = ya + (size_t)n0 * h;
             const bool wg = bf16_logits && sizeof(T) == 2;
-            if (wg && cu_gemm_wg_dx_takes(rows, dyc, h, dlogits, V, E, h))
+            if (wg && cu_gemm_wg_takes(WG_USE_LM_DY, rows, dyc, h, dlogits, V, E, h))
                 cu_gemm_wg_dx("lmhead_ce dy", (bf16 *)dyc, h, (const bf16 *)dlogits, V, (const bf16 *)E, rows, V, h, 0);
             else
                 cu_gemm("lmhead_ce dy", false, false, h, rows, V, E, h, dlogits, V, dyc, h, cu_dtype<T>(),
                         cu_dtype<T>(), 0.0f);
-            if (dE && wg && cu_gemm_wg_dw_takes(rows, V, h, dE, dlogits, V, yc, h))
+            if (dE && wg && cu_gemm_wg_dw_takes(WG_USE_LM_DE, rows, V, h, dE, dlogits, V, yc, h))
                 cu_gemm_wg_dw("lmhead_ce dE", dE, (const bf16 *)dlogits, V, (const bf16 *)yc, h, rows, V, h);
             else if (dE)
                 cu_gemm("lmhead_ce dE", false, true, h, V, rows, yc, h, dlogits, V, dE, h, cu_dtype<T>(), CUDA_R_32F,

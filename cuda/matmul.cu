@@ -205,7 +205,7 @@ static void cu_matmul_fwd(void *y, int ldy, const void *x, int ldx, const void *
         if (!accumulate) zero_rows(y, ldy, M, N, sizeof(T));
         return;
     }
-    if (sizeof(T) == 2 && cu_gemm_wg_takes(M, y, ldy, x, ldx, W, K)) { // GDN_CUDA_GEMM=wg
+    if (sizeof(T) == 2 && cu_gemm_wg_takes(WG_USE_FWD, M, y, ldy, x, ldx, W, K)) { // GDN_CUDA_GEMM=wg
         cu_gemm_wg("matmul_fwd", (bf16 *)y, ldy, (const bf16 *)x, ldx, (const bf16 *)W, K, M, N, K, accumulate);
         return;
     }
@@ -267,7 +267,7 @@ static void cu_matmul_bwd(void *dx, int lddx, float *dW, const void *dy, int ldd
         CU_REQUIRE(lddx >= K, "matmul_bwd", "row stride lddx=%d smaller than K=%d", lddx, K);
         if (N == 0) {
             if (!accumulate_dx) zero_rows(dx, lddx, M, K, sizeof(T));
-        } else if (sizeof(T) == 2 && cu_gemm_wg_dx_takes(M, dx, lddx, dy, lddy, W, K)) {
+        } else if (sizeof(T) == 2 && cu_gemm_wg_takes(WG_USE_DX, M, dx, lddx, dy, lddy, W, K)) {
             cu_gemm_wg_dx("matmul_bwd dx", (bf16 *)dx, lddx, (const bf16 *)dy, lddy, (const bf16 *)W, M, N, K,
                           accumulate_dx);
         } else {
@@ -277,7 +277,7 @@ static void cu_matmul_bwd(void *dx, int lddx, float *dW, const void *dy, int ldd
     }
     if (dW && N > 0) {
         CU_REQUIRE(ldx >= K, "matmul_bwd", "row stride ldx=%d smaller than K=%d", ldx, K);
-        if (sizeof(T) == 2 && cu_gemm_wg_dw_takes(M, N, K, dW, dy, lddy, x, ldx))
+        if (sizeof(T) == 2 && cu_gemm_wg_dw_takes(WG_USE_DW, M, N, K, dW, dy, lddy, x, ldx))
             cu_gemm_wg_dw("matmul_bwd dW", dW, (const bf16 *)dy, lddy, (const bf16 *)x, ldx, M, N, K);
         else
             cu_gemm("matmul_bwd dW", false, true, K, N, M, x, ldx, dy, lddy, dW, K, cu_dtype<T>(), CUDA_R_32F, 1.0f);

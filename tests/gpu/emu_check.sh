@@ -65,4 +65,20 @@ if [ $# -eq 0 ]; then # our sm_90 GEMM on the cases of the ops it takes under GD
     done
   done
   done
+  # GDN_CUDA_WG_FORMS routes only the uses it names: matmul_swiglu's fused kernel runs under "swiglu", not under "dx"
+  for forms in swiglu:2 dx:0 bogus:x; do
+    f=${forms%%:*} want=${forms##*:}
+    GDN_CUDA_GEMM=wg GDN_CUDA_WG_FORMS=$f GDN_CUDA_WG_GRID=3 EMU_COUNT_KERNEL=gemm_wg_swiglu OMP_NUM_THREADS=1 \
+      "$OUT/test_cuda_ops" --quick --only matmul_swiglu_fwd > "$OUT/wg_forms.out" 2> "$OUT/wg_forms.err"; rc=$?
+    if [ "$want" = x ]; then # an unknown name is refused, naming it
+      [ $rc -ne 0 ] && grep -q '"bogus" is none of' "$OUT/wg_forms.err" ||
+        { echo "emu_check: GDN_CUDA_WG_FORMS=bogus was not refused (rc $rc)"; cat "$OUT/wg_forms.err"; exit 1; }
+      echo "GDN_CUDA_WG_FORMS=bogus refused"; continue
+    fi
+    [ $rc -eq 0 ] || { cat "$OUT/wg_forms.out" "$OUT/wg_forms.err"; exit 1; }
+    n=$(sed -n "s/^cuda emu: \([0-9]*\) launches of gemm_wg_swiglu\$/\1/p" "$OUT/wg_forms.err")
+    if [ "$want" = 0 ]; then [ "${n:-0}" -eq 0 ]; else [ "${n:-0}" -ge "$want" ]; fi ||
+      { echo "emu_check: GDN_CUDA_WG_FORMS=$f: gemm_wg_swiglu ran ${n:-0} times (expected ${want}$([ "$want" = 0 ] || echo ' or more'))"; exit 1; }
+    echo "GDN_CUDA_WG_FORMS=$f: gemm_wg_swiglu launches ${n:-0}"
+  done
 fi
