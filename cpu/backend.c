@@ -131,6 +131,7 @@ static const Backend cpu_backend = {
     .gdn_decode_fwd = cpu_gdn_decode_fwd,
     .rmsnorm_matmul_fwd = cpu_rmsnorm_matmul_fwd,
     .swiglu_matmul_fwd = cpu_swiglu_matmul_fwd,
+    .rmsnorm_matmul_swiglu_fwd = cpu_rmsnorm_matmul_swiglu_fwd,
     .matmul_swiglu_fwd = cpu_matmul_swiglu_fwd,
     .matmul_swiglu_bwd = cpu_matmul_swiglu_bwd,
     .lmhead_norm_argmax = cpu_lmhead_norm_argmax,

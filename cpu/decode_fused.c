@@ -1,5 +1,5 @@
 // decode_fused.c: the CPU twins of the fused ops (backend.h): for decoding gdn_decode_fwd, rmsnorm_matmul_fwd,
-// swiglu_matmul_fwd, lmhead_norm_argmax; for training the MLP's matmul_swiglu_fwd and matmul_swiglu_bwd. Each runs the CPU ops it stands for in sequence, through scratch
+// swiglu_matmul_fwd, rmsnorm_matmul_swiglu_fwd, lmhead_norm_argmax; for training the MLP's matmul_swiglu_fwd and matmul_swiglu_bwd. Each runs the CPU ops it stands for in sequence, through scratch
 // buffers, so the CPU results are bit-identical to the unfused graph; the CUDA kernels (cuda/gdn_decode.cu,
 // cuda/gemv.cu) are held to these.
 #include <math.h>
@@ -69,6 +69,16 @@ void cpu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W, int 
     cpu_swiglu_fwd(h, gu, M, K);
     cpu_matmul_fwd(y, ldy, h, K, W, M, N, K, 0);
     free(h);
+}
+
+// decoding's MLP input: rmsnorm_matmul_fwd into gu, then SwiGLU into h
+void cpu_rmsnorm_matmul_swiglu_fwd(void *h, void *s_out, const void *x, const void *resid, const float *nw,
+                                   const void *W, int M, int F, int K, float eps) {
+    CPU_REQUIRE(h && x && nw && W, "rmsnorm_matmul_swiglu_fwd", "NULL pointer (h, x, nw, W)");
+    float *gu = xmalloc((size_t)M * 2 * F * sizeof(float));
+    cpu_rmsnorm_matmul_fwd(gu, 2 * F, s_out, x, resid, nw, W, M, 2 * F, K, eps);
+    cpu_swiglu_fwd(h, gu, M, F);
+    free(gu);
 }
 
 // the MLP's forward: the GEMM into [gate | up], then SwiGLU (the CUDA backend fuses them into one kernel)

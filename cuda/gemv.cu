@@ -1,6 +1,7 @@
 // gemv.cu: GEMMs with few rows (decoding: M = B <= GEMV_MAX_M), y[M, N] = x'[M, K] . W[N, K]^T, where x' is x itself
-// (matmul_fwd), the RMSNorm of x + resid (rmsnorm_matmul_fwd) or swiglu of gu (swiglu_matmul_fwd); and the lm head of
-// a decode step, fp32 logits and each row's argmax from the RMSNorm of the last block's output (lmhead_norm_argmax).
+// (matmul_fwd), the RMSNorm of x + resid (rmsnorm_matmul_fwd) or swiglu of gu (swiglu_matmul_fwd); the MLP's gate|up
+// GEMV with SwiGLU in its epilogue, h[M, F] out instead of gu (rmsnorm_matmul_swiglu_fwd); and the lm head of a decode
+// step, fp32 logits and each row's argmax from the RMSNorm of the last block's output (lmhead_norm_argmax).
 //
 // Why: at M = 1 a decode step is ~150 dependent kernels, each a few microseconds of launch and drain, while
 // the weights are read in ~0.13 ms (notes/PERF.md, v0.3). A GEMM at M = 1 is a weight read: one warp per output
@@ -43,6 +44,9 @@ struct GemvArgs {
     void *xn_out;
     float *rstd_out;
     int32_t *argmax;
+    // rmsnorm_matmul_swiglu_fwd (the kernel's SWO form): W = [gate; up] (N = 2F rows), y = h [M, F] (row stride ldy)
+    // = swiglu of the rounded gate and up values; gu is never written
+    int swiglu_out;
 };
 
 // The argmax across blocks: per row a 64-bit key, the value's bits made unsigned-orderable above the complement of
@@ -163,15 +167,39 @@ __device__ __forceinline__ void gemv_load(typename GemvRaw<T, VEC>::type (&raw)[
     }
 }
 
-// The block's whole share of W (rows nb R .. nb R + R - 1 for nb = blockIdx.x, + gridDim.x, ...) into L2, one
-// 128-byte line per thread and step: the loads of later rounds then wait on L2, not DRAM.
-template <typename T> __device__ void gemv_prefetch_share(const T *W, int N, int K, int R) {
-    for (int nb = blockIdx.x; nb * R < N; nb += gridDim.x) {
-        const int n1 = min(nb * R + R, N);
-        const uintptr_t lo = (uintptr_t)(W + (size_t)nb * R * K) & ~(uintptr_t)127;
-        const uintptr_t hi = (uintptr_t)(W + (size_t)n1 * K);
-        for (uintptr_t p = lo + (uintptr_t)threadIdx.x * 128; p < hi; p += (uintptr_t)blockDim.x * 128)
-            cu_prefetch_l2((const void *)p);
+// The W row that warp row r (of R) dots in block round nb: nb R + r; SWO (W = [gate; up], N = 2F): the round's R / 2
+// features f = nb R / 2 + r mod R / 2, gate row f for r < R / 2 and up row F + f above, so one block holds both
+// factors of each of its features; N (no row) for both warps of a feature f >= F
+template <bool SWO, int R> __device__ __forceinline__ int gemv_row(int nb, int r, int N) {
+    if constexpr (SWO) {
+        constexpr int H2 = R / 2;
+        const int F = N / 2, f = nb * H2 + (r < H2 ? r : r - H2);
+        return f >= F ? N : r < H2 ? f : F + f;
+    } else {
+        return nb * R + r;
+    }
+}
+
+// W rows [n0, n1) into L2, one 128-byte line per thread and step
+template <typename T> __device__ __forceinline__ void gemv_prefetch_rows(const T *W, int n0, int n1, int K) {
+    const uintptr_t lo = (uintptr_t)(W + (size_t)n0 * K) & ~(uintptr_t)127;
+    const uintptr_t hi = (uintptr_t)(W + (size_t)n1 * K);
+    for (uintptr_t p = lo + (uintptr_t)threadIdx.x * 128; p < hi; p += (uintptr_t)blockDim.x * 128)
+        cu_prefetch_l2((const void *)p);
+}
+
+// The block's whole share of W (its rows of rounds nb = blockIdx.x, + gridDim.x, ...: gemv_row's) into L2: the loads
+// of later rounds then wait on L2, not DRAM.
+template <typename T, bool SWO, int R> __device__ void gemv_prefetch_share(const T *W, int N, int K) {
+    if constexpr (SWO) {
+        constexpr int H2 = R / 2;
+        const int F = N / 2;
+        for (int nb = blockIdx.x; nb * H2 < F; nb += gridDim.x) {
+            gemv_prefetch_rows(W, nb * H2, min(nb * H2 + H2, F), K);
+            gemv_prefetch_rows(W, F + nb * H2, F + min(nb * H2 + H2, F), K);
+        }
+    } else {
+        for (int nb = blockIdx.x; nb * R < N; nb += gridDim.x) gemv_prefetch_rows(W, nb * R, min(nb * R + R, N), K);
     }
 }
 
@@ -180,11 +208,15 @@ template <typename T> __device__ void gemv_prefetch_share(const T *W, int N, int
 // in flight): the S warps' warp_sum partials are added in slice order 0..S-1 through shared memory (fixed order,
 // no atomics). VEC: W rows in 16-byte vectors (K a multiple of 16 / sizeof(T), W 16-byte aligned). LM: the lm
 // head's form (GemvArgs), held to 64 registers a thread (4 blocks per SM, as gemv_launch_s launches), and without
-// the L2 prefetch (its 263 MB would evict the prefetched lines before their use and read DRAM twice).
-template <typename T, int MT, bool VEC, int S, bool LM>
+// the L2 prefetch (its 263 MB would evict the prefetched lines before their use and read DRAM twice). SWO: the gate|up
+// GEMV writing h = swiglu(gate, up) (gemv_row pairs the rows; each up warp hands its rounded value to its gate warp
+// through shared memory): h's bits are those of swiglu_matmul_fwd's staging, which the down GEMV no longer redoes.
+template <typename T, int MT, bool VEC, int S, bool LM, bool SWO = false>
 __global__ void __launch_bounds__(32 * GEMV_WARPS, LM ? 4 : 2) gemv_kernel(GemvArgs a) {
+    static_assert(!(LM && SWO), "the lm head has no SwiGLU");
     CU_DYN_SMEM(float, xs);
     __shared__ float red[GEMV_WARPS][MT];
+    __shared__ float upv[SWO ? GEMV_WARPS : 1][MT]; // SWO: the round's up values, rounded to T, by feature
     // LM: the largest y of each warp's rows and its row, in shared memory (in registers they cost the kernel its 4
     // blocks per SM); rows ascend per warp, so > keeps the lowest on ties; NaN and -inf never win, as logits_stats
     __shared__ float wmx[LM ? GEMV_WARPS : 1][MT];
@@ -200,15 +232,17 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS, LM ? 4 : 2) gemv_kernel(GemvA
     // (nothing writes them while decoding), so the block's share goes to L2 and the first row's first batch into
     // registers while that kernel finishes; the input rows are read, and y written, only after cu_pdl_wait.
     cu_pdl_trigger();
-    if constexpr (!LM) gemv_prefetch_share<T>(W, N, K, R);
-    gemv_load<T, VEC, S>(raw, W, blockIdx.x * R + r, N, K, 0, s, lane);
+    if constexpr (!LM) gemv_prefetch_share<T, SWO, R>(W, N, K);
+    gemv_load<T, VEC, S>(raw, W, gemv_row<SWO, R>(blockIdx.x, r, N), N, K, 0, s, lane);
     cu_pdl_wait();
     gemv_stage<T, MT, LM>(a, xs, m0);
     if constexpr (LM)
         if (threadIdx.x < GEMV_WARPS * MT) wmx[0][threadIdx.x] = -INFINITY, wix[0][threadIdx.x] = N;
     __syncthreads();
-    for (int nb = blockIdx.x; nb * R < N; nb += gridDim.x) { // uniform per block: the barriers below are safe
-        const int n = nb * R + r, n_next = n + (int)gridDim.x * R;
+    constexpr int RN = SWO ? R / 2 : R; // W rows (SWO: features) a round covers, of NR
+    const int NR = SWO ? N / 2 : N;
+    for (int nb = blockIdx.x; nb * RN < NR; nb += gridDim.x) { // uniform per block: the barriers below are safe
+        const int n = gemv_row<SWO, R>(nb, r, N), n_next = gemv_row<SWO, R>(nb + (int)gridDim.x, r, N);
         float acc[MT];
 #pragma unroll
         for (int mm = 0; mm < MT; mm++) acc[mm] = 0.0f;
@@ -253,7 +287,19 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS, LM ? 4 : 2) gemv_kernel(GemvA
                 }
             __syncthreads(); // the next round's partials overwrite red
         }
-        if (n < N && s == 0 && lane == 0) {
+        if constexpr (SWO) { // up warps hand their values over; gate warps write h
+            constexpr int H2 = R / 2;
+            if (n < N && s == 0 && lane == 0 && r >= H2)
+#pragma unroll
+                for (int mm = 0; mm < MT; mm++) upv[r - H2][mm] = rnd<T>(acc[mm]);
+            __syncthreads();
+            if (n < N && s == 0 && lane == 0 && r < H2)
+                for (int mm = 0; mm < MT && m0 + mm < a.M; mm++) {
+                    const float g = rnd<T>(acc[mm]), u = upv[r][mm];
+                    ((T *)a.y)[(size_t)(m0 + mm) * a.ldy + n] = from_f<T>(g * sigmoid_f(g) * u);
+                }
+            __syncthreads(); // the next round's up values overwrite upv
+        } else if (n < N && s == 0 && lane == 0) {
             if constexpr (LM) {
 #pragma unroll
                 for (int mm = 0; mm < MT; mm++) {
@@ -300,7 +346,7 @@ static int gemv_slices(int N, int K, int V, int ytiles) {
     return S;
 }
 
-template <typename T, int MT, bool VEC, int S, bool LM> static void gemv_launch_s(const GemvArgs &a) {
+template <typename T, int MT, bool VEC, int S, bool LM, bool SWO> static void gemv_launch_s(const GemvArgs &a) {
     const size_t smem = (size_t)MT * a.K * sizeof(float);
     // blocks per multiprocessor (GDN_GEMV_PER_SM, default 4: the register file's worth at ~64 registers a thread);
     // fewer leave room for the next kernel's blocks to start their weight loads early (programmatic launch)
@@ -312,19 +358,25 @@ template <typename T, int MT, bool VEC, int S, bool LM> static void gemv_launch_
     const unsigned gx = cu_blocks((size_t)a.N, GEMV_WARPS / S);
     const unsigned cap = (unsigned)per_sm * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
     const dim3 grid(gx < cap ? gx : cap, (unsigned)((a.M + MT - 1) / MT));
-    cu_launch_pdl("gemv", gemv_kernel<T, MT, VEC, S, LM>, grid, dim3(32 * GEMV_WARPS), smem, a);
+    cu_launch_pdl("gemv", gemv_kernel<T, MT, VEC, S, LM, SWO>, grid, dim3(32 * GEMV_WARPS), smem, a);
 }
 
-template <typename T, int MT, bool VEC, bool LM> static void gemv_launch_v(const GemvArgs &a) {
+template <typename T, int MT, bool VEC, bool LM, bool SWO> static void gemv_launch_v(const GemvArgs &a) {
     const int S = gemv_slices(a.N, a.K, VEC ? 16 / (int)sizeof(T) : 1, (a.M + MT - 1) / MT);
-    if (S == 4) gemv_launch_s<T, MT, VEC, 4, LM>(a);
-    else if (S == 2) gemv_launch_s<T, MT, VEC, 2, LM>(a);
-    else gemv_launch_s<T, MT, VEC, 1, LM>(a);
+    if (S == 4) gemv_launch_s<T, MT, VEC, 4, LM, SWO>(a);
+    else if (S == 2) gemv_launch_s<T, MT, VEC, 2, LM, SWO>(a);
+    else gemv_launch_s<T, MT, VEC, 1, LM, SWO>(a);
 }
 
+// SWO: 16-byte weight vectors only (cu_rmsnorm_matmul_swiglu_fwd checks; fewer kernels to build)
 template <typename T, int MT, bool LM = false> static void gemv_launch_mt(const GemvArgs &a, bool vec) {
-    if (vec) gemv_launch_v<T, MT, true, LM>(a);
-    else gemv_launch_v<T, MT, false, LM>(a);
+    if (a.swiglu_out) {
+        if constexpr (!LM) gemv_launch_v<T, MT, true, false, true>(a);
+    } else if (vec) {
+        gemv_launch_v<T, MT, true, LM, false>(a);
+    } else {
+        gemv_launch_v<T, MT, false, LM, false>(a);
+    }
 }
 
 // Whether the GEMV takes this shape: one row by default (GDN_GEMV_MAX_M, 1..GEMV_MAX_M: the multi-row tiles stay for
@@ -385,7 +437,7 @@ static void cu_matmul_fwd_small(void *y, int ldy, const void *x, int ldx, const 
         return;
     }
     GemvArgs a = {y, nullptr, x, nullptr, W, nullptr, ldy, ldx, M, N, K, accumulate, GV_PLAIN, 0.0f, 0,
-                  nullptr, nullptr, nullptr, nullptr};
+                  nullptr, nullptr, nullptr, nullptr, 0};
     gemv_launch<T>(a);
 }
 
@@ -408,7 +460,7 @@ static void cu_rmsnorm_matmul_fwd(void *y, int ldy, void *s_out, const void *x, 
         return;
     }
     GemvArgs a = {y, s_out, x, resid, W, nw, ldy, K, M, N, K, 0, GV_RMSNORM, eps, 0,
-                  nullptr, nullptr, nullptr, nullptr};
+                  nullptr, nullptr, nullptr, nullptr, 0};
     gemv_launch<T>(a);
 }
 
@@ -426,7 +478,34 @@ static void cu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W
         return;
     }
     GemvArgs a = {y, nullptr, gu, nullptr, W, nullptr, ldy, 2 * K, M, N, K, 0, GV_SWIGLU, 0.0f, 0,
-                  nullptr, nullptr, nullptr, nullptr};
+                  nullptr, nullptr, nullptr, nullptr, 0};
+    gemv_launch<T>(a);
+}
+
+// h[M, F] (dense) = swiglu(RMSNorm(x + resid) . W^T), W = [gate; up] [2F, K]: one GEMV at small M (K in 16-byte
+// vectors), else rmsnorm_fwd, matmul_fwd into gu and swiglu_fwd
+template <typename T>
+static void cu_rmsnorm_matmul_swiglu_fwd(void *h, void *s_out, const void *x, const void *resid, const float *nw,
+                                         const void *W, int M, int F, int K, float eps) {
+    CU_REQUIRE(h && x && nw && W, "rmsnorm_matmul_swiglu_fwd", "NULL pointer (h, x, nw, W)");
+    CU_REQUIRE(M >= 0 && F > 0 && K > 0, "rmsnorm_matmul_swiglu_fwd", "bad shape M=%d F=%d K=%d", M, F, K);
+    CU_REQUIRE(!s_out || (s_out != x && s_out != resid), "rmsnorm_matmul_swiglu_fwd",
+               "s_out may not alias x or resid (other blocks still read them)");
+    if (M == 0) return;
+    if (!gemv_fits(M, K) || K % (16 / (int)sizeof(T)) || !cu_aligned16(W)) {
+        T *xn = (T *)cu_scratch((size_t)M * K * sizeof(T), "rmsnorm_matmul_swiglu_fwd");
+        T *gu = (T *)cu_scratch((size_t)M * 2 * F * sizeof(T), "rmsnorm_matmul_swiglu_fwd");
+        float *rstd = (float *)cu_scratch((size_t)M * sizeof(float), "rmsnorm_matmul_swiglu_fwd");
+        Unfused<T>::rmsnorm_fwd(xn, rstd, s_out, x, resid, nw, M, K, eps);
+        Unfused<T>::matmul_fwd(gu, 2 * F, xn, K, W, M, 2 * F, K, 0);
+        Unfused<T>::swiglu_fwd(h, gu, M, F);
+        cu_scratch_free(rstd);
+        cu_scratch_free(gu);
+        cu_scratch_free(xn);
+        return;
+    }
+    GemvArgs a = {h, s_out, x, resid, W, nw, F, K, M, 2 * F, K, 0, GV_RMSNORM, eps, 0,
+                  nullptr, nullptr, nullptr, nullptr, 1};
     gemv_launch<T>(a);
 }
 
@@ -449,7 +528,7 @@ static void cu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float
         return;
     }
     GemvArgs a = {nullptr, s_out, x, resid, E, nw, V, h, M, V, h, 0, GV_RMSNORM, eps, 0,
-                  nullptr, nullptr, nullptr, nullptr};
+                  nullptr, nullptr, nullptr, nullptr, 0};
     a.y32 = logits, a.xn_out = y, a.rstd_out = rstd, a.argmax = argmax;
     gemv_launch<T>(a);
 }
@@ -464,6 +543,7 @@ template <typename T> static void register_gemv_t(Backend *b) {
     b->matmul_fwd = cu_matmul_fwd_small<T>;
     b->rmsnorm_matmul_fwd = cu_rmsnorm_matmul_fwd<T>;
     b->swiglu_matmul_fwd = cu_swiglu_matmul_fwd<T>;
+    b->rmsnorm_matmul_swiglu_fwd = cu_rmsnorm_matmul_swiglu_fwd<T>;
 }
 
 void cu_register_gemv(Backend *b, int use_bf16) {

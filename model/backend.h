@@ -196,6 +196,11 @@ typedef struct Backend {
     // SwiGLU into a GEMM: y[M, N] = swiglu(gu)[M, K] . W[N, K]^T, gu [M, 2K] = [gate | up], as swiglu_fwd then
     // matmul_fwd (the product rounded to act first).
     void (*swiglu_matmul_fwd)(void *y, int ldy, const void *gu, const void *W, int M, int N, int K);
+    // A GEMM into SwiGLU, decoding's MLP input: h[M, F] (dense) = swiglu_fwd(gu), gu = RMSNorm(x + resid) . W[2F, K]^T
+    // (W = [gate; up]; the rmsnorm_fwd of rmsnorm_matmul_fwd, s_out as there), the same bits as rmsnorm_matmul_fwd
+    // into gu then swiglu_fwd; gu is not kept.
+    void (*rmsnorm_matmul_swiglu_fwd)(void *h, void *s_out, const void *x, const void *resid, const float *nw,
+                                      const void *W, int M, int F, int K, float eps);
     // A GEMM into SwiGLU (the MLP's forward): gu[M, 2F] = x[M, K] . W[2F, K]^T (row stride 2F; W = [gate; up]) and
     // h[M, F] = swiglu_fwd(gu), the same bits as matmul_fwd then swiglu_fwd (a fused kernel computes h from the
     // rounded gu in its epilogue, so gu is not read back).

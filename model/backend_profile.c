@@ -88,6 +88,10 @@
       (y, ldy, s_out, x, resid, nw, W, M, N, K, eps), N, K)                                                         \
     X(swiglu_matmul_fwd, (void *y, int ldy, const void *gu, const void *W, int M, int N, int K),                    \
       (y, ldy, gu, W, M, N, K), N, K)                                                                               \
+    X(rmsnorm_matmul_swiglu_fwd,                                                                                    \
+      (void *h, void *s_out, const void *x, const void *resid, const float *nw, const void *W, int M, int F, int K, \
+       float eps),                                                                                                  \
+      (h, s_out, x, resid, nw, W, M, F, K, eps), 2 * F, K)                                                          \
     X(matmul_swiglu_fwd, (void *gu, void *h, const void *x, int ldx, const void *W, int M, int F, int K),            \
       (gu, h, x, ldx, W, M, F, K), 2 * F, K)                                                                        \
     X(matmul_swiglu_bwd,                                                                                            \

@@ -215,6 +215,14 @@ void model_get_optim(Model *m, float *hm, float *hv) {
 void model_get_grads(Model *m, float *host) { m->be->memcpy_d2h(host, m->grads, m->lay.total * sizeof(float)); }
 void model_zero_grads(Model *m) { m->be->memset0(m->grads, m->lay.total * sizeof(float)); }
 
+// Decoding's MLP as gate|up with SwiGLU in its epilogue, then down (rmsnorm_matmul_swiglu_fwd + matmul_fwd), or,
+// with GDN_DECODE_SWIGLU_OUT=0, the older pair whose down GEMM stages SwiGLU (an A/B switch; the same bits)
+static int swiglu_out_on(void) {
+    static int on = -1;
+    if (on < 0) on = !(getenv("GDN_DECODE_SWIGLU_OUT") && !strcmp(getenv("GDN_DECODE_SWIGLU_OUT"), "0"));
+    return on;
+}
+
 static void check_ids(const Model *m, const int32_t *ids, size_t n, const char *what) {
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= m->d.V)
@@ -309,7 +317,11 @@ static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, Infer
             be->rmsnorm_fwd(b->y_attn, b->rstd_attn, ns, nx, nres, PF(m, w->attn_norm), N, d->h, d->eps);
         kind_of(m, l)->fwd(m, l, B, T, st ? &st->layer[l] : NULL);
         m->in_norm.w = NULL;
-        if (fuse) { // [gate|up] = RMSNorm(s_mlp) . W^T; out = swiglu . W_down^T
+        if (fuse && swiglu_out_on()) { // h = swiglu(RMSNorm(s_mlp) . [gate|up]^T); out = h . W_down^T
+            be->rmsnorm_matmul_swiglu_fwd(b->Hh, b->s_mlp, m->out, b->s_attn, PF(m, w->mlp_norm), WA(m, w->gate_proj), N,
+                                          d->F, d->h, d->eps);
+            be->matmul_fwd(m->out, d->h, b->Hh, d->F, WA(m, w->down_proj), N, d->h, d->F, 0);
+        } else if (fuse) { // [gate|up] = RMSNorm(s_mlp) . W^T; out = swiglu . W_down^T
             be->rmsnorm_matmul_fwd(b->GU, 2 * d->F, b->s_mlp, m->out, b->s_attn, PF(m, w->mlp_norm),
                                    WA(m, w->gate_proj), N, 2 * d->F, d->h, d->eps);
             be->swiglu_matmul_fwd(m->out, d->h, b->GU, WA(m, w->down_proj), N, d->h, d->F);

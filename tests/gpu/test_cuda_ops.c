@@ -234,6 +234,13 @@ static void build_cases(int quick) {
     cases_adamw_multi_lp(&g, 0, 3, ADAMW_M_BF16, 0);
     cases_adamw_multi_lp(&g, 1, 2, ADAMW_V_BF16, 0xf);
     cases_adamw_multi_lp(&g, 0, 2, 0, 0x1f);
+    // decoding's gate|up GEMV with SwiGLU in its epilogue (gate and up rows paired in a block; appended, as above)
+    cases_rmsnorm_matmul_swiglu(&g, 1, 4096, 1024, 1); // the 300M's gate|up at batch 1: 1 slice, several rounds
+    cases_rmsnorm_matmul_swiglu(&g, 3, 102, 1024, 1);  // batch 3: a 4-row tile, the last round's pairs past F idle
+    cases_rmsnorm_matmul_swiglu(&g, 1, 70, 40, 0);     // no residual, short K
+    cases_rmsnorm_matmul_swiglu(&g, 2, 24, 2048, 1);   // few features, long K: 4 slices, one feature a round
+    cases_rmsnorm_matmul_swiglu(&g, 1, 50, 36, 1);     // K % 8 != 0: the unfused ops
+    cases_rmsnorm_matmul_swiglu(&g, 16, 64, 48, 1);    // batch 16: the unfused ops
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)

@@ -97,6 +97,28 @@ void cases_swiglu_matmul(Rng *g, int M, int N, int K, int pad) {
     add_t(c, "y", K_ACT, R_OUT, M, N, N + pad, F32_GEMM, B16_NORM_GEMM);
 }
 
+static void run_rmsnorm_matmul_swiglu(const Backend *be, void **p, const Case *c) {
+    // x, resid, nw, W, h, s_out;  i: M F K;  f: eps
+    be->rmsnorm_matmul_swiglu_fwd(p[4], p[5], p[0], p[1], p[2], p[3], c->i[0], c->i[1], c->i[2], c->f[0]);
+}
+
+// decoding's gate|up GEMV with SwiGLU in its epilogue: h against the CPU's rmsnorm_matmul_fwd then swiglu_fwd
+void cases_rmsnorm_matmul_swiglu(Rng *g, int M, int F, int K, int resid) {
+    Case *c = new_case("rmsnorm_matmul_swiglu_fwd", run_rmsnorm_matmul_swiglu, "M=%d F=%d K=%d%s", M, F, K,
+                       resid ? " resid" : "");
+    c->i[0] = M, c->i[1] = F, c->i[2] = K;
+    c->f[0] = 1e-6f;
+    fill_normal(add_in(c, "x", K_ACT, M, K, 0), g, 0, 1);
+    Tensor *r = add_in(c, "resid", K_ACT, M, K, 0);
+    fill_normal(r, g, 0, 1);
+    if (!resid) r->is_null = 1;
+    fill_normal(add_in(c, "nw", K_F32, 1, K, 0), g, 1, 0.1f);
+    fill_normal(add_in(c, "W", K_ACT, 2 * F, K, 0), g, 0, 0.05f);
+    add_t(c, "h", K_ACT, R_OUT, M, F, 0, F32_GEMM, B16_NORM_GEMM);
+    Tensor *s = add_t(c, "s_out", K_ACT, R_OUT, M, K, 0, F32_EXACT, B16_STORE);
+    if (!resid) s->is_null = 1;
+}
+
 static void run_lmhead_norm_argmax(const Backend *be, void **p, const Case *c) {
     // x, resid, nw, E, argmax, logits, y, rstd, s_out;  i: M h V;  f: eps
     be->lmhead_norm_argmax(p[4], p[5], p[6], p[7], p[8], p[0], p[1], p[2], p[3], c->i[0], c->i[1], c->i[2], c->f[0]);
