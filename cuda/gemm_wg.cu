@@ -166,34 +166,44 @@ __device__ __forceinline__ void wg_epilogue(const WgGemmArgs &a, bf16 *buf, Acc 
     } else if (FORM == WG_DW) {
         wg_store_f32acc<NC / 8>(a, acc, row0, tn * NC);
     } else if (FORM == WG_DX_SWIGLU) {
-        const int lane = threadIdx.x & 31, F2 = 2 * a.F;
+        // 64 features at a time: their gate and up values into registers first, every load issued before the first
+        // use (one memory latency per 64 features; loaded where used, each value was a dependent load per element,
+        // three of them for the gate: the form ran at 80 TFLOP/s on an H100, notes/PERF.md session 17)
+        const int lane = threadIdx.x & 31, F2 = 2 * a.F, gr = lane >> 2, tc = 2 * (lane & 3);
+        const __nv_bfloat162 zero2 = __floats2bfloat162_rn(0.0f, 0.0f);
 #pragma unroll // unrolled: acc is indexed by constants only (registers, not the stack)
-        for (int half = 0; half < NC / 128; half++) { // features f0 .. f0 + 127 of the tile, then the next 128
-            const int f0 = tn * NC + 128 * half, cols_left = a.F - f0;
+        for (int q = 0; q < NC / 64; q++) {
+            const int f0 = tn * NC + 64 * q, cols_left = a.F - f0;
             const bf16 *gp = a.gu + (size_t)row0 * F2 + f0; // gate; up F further
-            // the fragment element's (row, feature) inside the half-tile; 0 outside (never stored)
-            // (F even: a column pair never straddles the edge, and one 4-byte load serves both of its elements)
-            auto ld = [&](int jj, int i, int up) {
-                const int r = (lane >> 2) + 8 * (i >> 1), c = 8 * jj + 2 * (lane & 3);
-                if (r >= rows_left || c >= cols_left) return 0.0f;
-                const bf16 *p = gp + (size_t)r * F2 + up * a.F + c;
-                const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162 *>(p);
-                return __bfloat162float((i & 1) ? v.y : v.x);
-            };
-            auto dh = [&](int jj, int i) { return rnd<bf16>(acc(16 * half + jj, i)); }; // dH as stored
+            // element pairs (rows gr, gr + 8; features 8 jj + tc, + 1) of the 16 x 64 block; 0 outside (never stored)
+            // (F even: a pair never straddles the edge)
+            __nv_bfloat162 gv[8][2], uv[8][2];
+#pragma unroll
+            for (int jj = 0; jj < 8; jj++)
+#pragma unroll
+                for (int hf = 0; hf < 2; hf++) {
+                    const int r = gr + 8 * hf, c = 8 * jj + tc;
+                    const bool in = r < rows_left && c < cols_left;
+                    const bf16 *p = gp + (size_t)(in ? r : 0) * F2 + (in ? c : 0);
+                    gv[jj][hf] = in ? *reinterpret_cast<const __nv_bfloat162 *>(p) : zero2;
+                    uv[jj][hf] = in ? *reinterpret_cast<const __nv_bfloat162 *>(p + a.F) : zero2;
+                }
+            auto G = [&](int jj, int i) { return __bfloat162float((i & 1) ? gv[jj][i >> 1].y : gv[jj][i >> 1].x); };
+            auto U = [&](int jj, int i) { return __bfloat162float((i & 1) ? uv[jj][i >> 1].y : uv[jj][i >> 1].x); };
+            auto dh = [&](int jj, int i) { return rnd<bf16>(acc(8 * q + jj, i)); }; // dH as stored
             bf16 *dg = a.y + (size_t)row0 * F2 + f0;
-            wg_store16(buf, dg, F2, rows_left, cols_left, [&](int jj, int i) {
-                const float g = ld(jj, i, 0);
-                return swiglu_dg(dh(jj, i), g, sigmoid_f(g), ld(jj, i, 1));
+            wg_store16<8>(buf, dg, F2, rows_left, cols_left, [&](int jj, int i) {
+                const float g = G(jj, i);
+                return swiglu_dg(dh(jj, i), g, sigmoid_f(g), U(jj, i));
             });
-            wg_store16(buf, dg + a.F, F2, rows_left, cols_left, [&](int jj, int i) {
-                const float g = ld(jj, i, 0);
+            wg_store16<8>(buf, dg + a.F, F2, rows_left, cols_left, [&](int jj, int i) {
+                const float g = G(jj, i);
                 return swiglu_du(dh(jj, i), g, sigmoid_f(g));
             });
             if (a.h)
-                wg_store16(buf, a.h + (size_t)row0 * a.F + f0, a.F, rows_left, cols_left, [&](int jj, int i) {
-                    const float g = ld(jj, i, 0);
-                    return swiglu_f(g, sigmoid_f(g), ld(jj, i, 1));
+                wg_store16<8>(buf, a.h + (size_t)row0 * a.F + f0, a.F, rows_left, cols_left, [&](int jj, int i) {
+                    const float g = G(jj, i);
+                    return swiglu_f(g, sigmoid_f(g), U(jj, i));
                 });
         }
     } else if (a.accumulate) {
