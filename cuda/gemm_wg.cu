@@ -166,30 +166,49 @@ __device__ __forceinline__ void wg_epilogue(const WgGemmArgs &a, bf16 *buf, Acc 
     } else if (FORM == WG_DW) {
         wg_store_f32acc<NC / 8>(a, acc, row0, tn * NC);
     } else if (FORM == WG_DX_SWIGLU) {
-        // 64 features at a time: their gate and up values into registers first, every load issued before the first
-        // use (one memory latency per 64 features; loaded where used, each value was a dependent load per element,
-        // three of them for the gate: the form ran at 80 TFLOP/s on an H100, notes/PERF.md session 17)
+        // 64 features at a time: their gate and up values [16 rows x 64] through the warp's buffer (gate in its
+        // 16-byte units 0-7, up in 8-15, swizzled by row as wg_store16's), read from memory in 16-byte row segments
+        // (a warp load covers two rows' 128 bytes of each) with every load in flight at once, then into registers
+        // in the fragment layout. (Session 17 measured the form at 80 TFLOP/s on an H100 with 4-byte loads in the
+        // fragment layout, 8 rows of 16 bytes per instruction, notes/PERF.md.)
         const int lane = threadIdx.x & 31, F2 = 2 * a.F, gr = lane >> 2, tc = 2 * (lane & 3);
-        const __nv_bfloat162 zero2 = __floats2bfloat162_rn(0.0f, 0.0f);
+        const int lu = lane & 15, lr = lane >> 4; // the lane's unit of a row, and its row parity
 #pragma unroll // unrolled: acc is indexed by constants only (registers, not the stack)
         for (int q = 0; q < NC / 64; q++) {
-            const int f0 = tn * NC + 64 * q, cols_left = a.F - f0;
-            const bf16 *gp = a.gu + (size_t)row0 * F2 + f0; // gate; up F further
-            // element pairs (rows gr, gr + 8; features 8 jj + tc, + 1) of the 16 x 64 block; 0 outside (never stored)
-            // (F even: a pair never straddles the edge)
-            __nv_bfloat162 gv[8][2], uv[8][2];
+            const int f0 = tn * NC + 64 * q, cols_left = a.F - f0; // a multiple of 8 (F % 8 == 0)
+            const bf16 *gp = a.gu + (size_t)row0 * F2 + f0 + (lu < 8 ? 8 * lu : a.F + 8 * (lu - 8));
+            uint4 seg[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) { // rows 2 i + lr; zeros outside the tensor (never stored)
+                const int r = 2 * i + lr;
+                seg[i] = r < rows_left && 8 * (lu & 7) < cols_left
+                             ? *reinterpret_cast<const uint4 *>(gp + (size_t)r * F2)
+                             : make_uint4(0u, 0u, 0u, 0u);
+            }
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int r = 2 * i + lr;
+                *reinterpret_cast<uint4 *>(buf + r * 128 + ((lu ^ (r & 7)) * 8)) = seg[i];
+            }
+            cu_syncwarp();
+            // the gate pairs into registers (wg_store16<8> stages its output in units 0-7, over them); the up pairs
+            // stay in units 8-15, read where used
+            __nv_bfloat162 gv[8][2]; // element pairs (rows gr, gr + 8; features 8 jj + tc, + 1)
 #pragma unroll
             for (int jj = 0; jj < 8; jj++)
 #pragma unroll
                 for (int hf = 0; hf < 2; hf++) {
-                    const int r = gr + 8 * hf, c = 8 * jj + tc;
-                    const bool in = r < rows_left && c < cols_left;
-                    const bf16 *p = gp + (size_t)(in ? r : 0) * F2 + (in ? c : 0);
-                    gv[jj][hf] = in ? *reinterpret_cast<const __nv_bfloat162 *>(p) : zero2;
-                    uv[jj][hf] = in ? *reinterpret_cast<const __nv_bfloat162 *>(p + a.F) : zero2;
+                    const int r = gr + 8 * hf;
+                    gv[jj][hf] = *reinterpret_cast<const __nv_bfloat162 *>(buf + r * 128 + ((jj ^ (r & 7)) * 8) + tc);
                 }
+            cu_syncwarp(); // every lane's gate pairs read before wg_store16 writes over them
             auto G = [&](int jj, int i) { return __bfloat162float((i & 1) ? gv[jj][i >> 1].y : gv[jj][i >> 1].x); };
-            auto U = [&](int jj, int i) { return __bfloat162float((i & 1) ? uv[jj][i >> 1].y : uv[jj][i >> 1].x); };
+            auto U = [&](int jj, int i) {
+                const int r = gr + 8 * (i >> 1);
+                const __nv_bfloat162 v =
+                    *reinterpret_cast<const __nv_bfloat162 *>(buf + r * 128 + (((8 + jj) ^ (r & 7)) * 8) + tc);
+                return __bfloat162float((i & 1) ? v.y : v.x);
+            };
             auto dh = [&](int jj, int i) { return rnd<bf16>(acc(8 * q + jj, i)); }; // dH as stored
             bf16 *dg = a.y + (size_t)row0 * F2 + f0;
             wg_store16<8>(buf, dg, F2, rows_left, cols_left, [&](int jj, int i) {
