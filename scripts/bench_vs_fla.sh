@@ -14,6 +14,7 @@ export PYTHONPATH=${FLA_PATH:-.fla} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 BS=${BENCH_B:-16 32 64}
 STEPS=${BENCH_STEPS:-10}
 [ -f .flabench/fla_bench.py ] || { echo "bench_vs_fla: .flabench/fla_bench.py missing (copy ../shared/tools there and carry it)"; exit 2; }
+[ -f "${FLA_PATH:-.fla}/fla/__init__.py" ] || { echo "bench_vs_fla: ${FLA_PATH:-.fla}/fla/__init__.py missing (FLA_PATH is a folder holding FLA's fla/ package)"; exit 2; }
 if [ -d .deps ]; then MK=(CUDA=1 BLAS=0 DEPS=.deps); else MK=(CUDA=1); fi
 make -j"$(nproc)" "${MK[@]}" gdn > "$O/build.log" 2>&1 || { tail -30 "$O/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader | tee "$O/gpu.txt"

@@ -39,7 +39,11 @@ import time
 import numpy as np
 import torch
 
-sys.path.insert(0, os.environ.get('FLA_PATH', '.fla'))
+FLA_PATH = os.environ.get('FLA_PATH', '.fla')
+if not os.path.isfile(os.path.join(FLA_PATH, 'fla', '__init__.py')):
+    sys.exit(f"fla_ref: FLA_PATH={FLA_PATH} must be a folder holding FLA's fla/ package ({FLA_PATH}/fla/__init__.py "
+             "missing): e.g. git archive the fla/ directory of flash-linear-attention into it")
+sys.path.insert(0, FLA_PATH)
 import fla  # noqa: E402,F401  (registers the model type)
 import fla.ops.common.chunk_o as chunk_o  # noqa: E402
 from fla.models import GatedDeltaNetConfig, GatedDeltaNetForCausalLM  # noqa: E402

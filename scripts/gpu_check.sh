@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the CUDA tests, check parity with FLA, benchmark, and
 # print a summary table last. Each stage logs to $OUT/<stage>.log and the run goes on past a failed stage.
-#   STAGES="build ops model fla train300m"  (default: all but dp and dist, which want 2+ GPUs)   FLA_PATH=.fla (a copy of FLA's fla/ package)
+#   STAGES="build ops model fla train300m"  (default: all but dp and dist, which want 2+ GPUs)   FLA_PATH=.fla (a folder holding a copy of FLA's fla/ package: .fla/fla/__init__.py)
 #   FLA_STEPS=20  TRAIN_STEPS=50
 set -uo pipefail
 cd "$(dirname "$0")/.."
