@@ -68,10 +68,8 @@ static void run_rmsnorm_matmul(const Backend *be, void **p, const Case *c) {
     be->rmsnorm_matmul_fwd(p[4], c->i[3], p[5], p[0], p[1], p[2], p[3], c->i[0], c->i[1], c->i[2], c->f[0]);
 }
 
-void cases_rmsnorm_matmul(Rng *g, int M, int N, int K, int resid, int pad) {
-    Case *c = new_case("rmsnorm_matmul_fwd", run_rmsnorm_matmul, "M=%d N=%d K=%d%s ld+%d", M, N, K,
-                       resid ? " resid" : "", pad);
-    c->i[0] = M, c->i[1] = N, c->i[2] = K, c->i[3] = N + pad;
+// The RMSNorm-into-GEMM ops' inputs x, resid (NULL unless resid), nw [K] and W [N, K], in that order
+static void add_norm_gemm_inputs(Case *c, Rng *g, int M, int N, int K, int resid) {
     c->f[0] = 1e-6f;
     fill_normal(add_in(c, "x", K_ACT, M, K, 0), g, 0, 1);
     Tensor *r = add_in(c, "resid", K_ACT, M, K, 0);
@@ -79,9 +77,20 @@ void cases_rmsnorm_matmul(Rng *g, int M, int N, int K, int resid, int pad) {
     if (!resid) r->is_null = 1;
     fill_normal(add_in(c, "nw", K_F32, 1, K, 0), g, 1, 0.1f);
     fill_normal(add_in(c, "W", K_ACT, N, K, 0), g, 0, 0.05f);
-    add_t(c, "y", K_ACT, R_OUT, M, N, N + pad, F32_GEMM, B16_NORM_GEMM);
+}
+// ... and their s_out = x + resid (NULL without resid), after the GEMM's output
+static void add_norm_s_out(Case *c, int M, int K, int resid) {
     Tensor *s = add_t(c, "s_out", K_ACT, R_OUT, M, K, 0, F32_EXACT, B16_STORE);
     if (!resid) s->is_null = 1;
+}
+
+void cases_rmsnorm_matmul(Rng *g, int M, int N, int K, int resid, int pad) {
+    Case *c = new_case("rmsnorm_matmul_fwd", run_rmsnorm_matmul, "M=%d N=%d K=%d%s ld+%d", M, N, K,
+                       resid ? " resid" : "", pad);
+    c->i[0] = M, c->i[1] = N, c->i[2] = K, c->i[3] = N + pad;
+    add_norm_gemm_inputs(c, g, M, N, K, resid);
+    add_t(c, "y", K_ACT, R_OUT, M, N, N + pad, F32_GEMM, B16_NORM_GEMM);
+    add_norm_s_out(c, M, K, resid);
 }
 
 static void run_swiglu_matmul(const Backend *be, void **p, const Case *c) {
@@ -107,16 +116,9 @@ void cases_rmsnorm_matmul_swiglu(Rng *g, int M, int F, int K, int resid) {
     Case *c = new_case("rmsnorm_matmul_swiglu_fwd", run_rmsnorm_matmul_swiglu, "M=%d F=%d K=%d%s", M, F, K,
                        resid ? " resid" : "");
     c->i[0] = M, c->i[1] = F, c->i[2] = K;
-    c->f[0] = 1e-6f;
-    fill_normal(add_in(c, "x", K_ACT, M, K, 0), g, 0, 1);
-    Tensor *r = add_in(c, "resid", K_ACT, M, K, 0);
-    fill_normal(r, g, 0, 1);
-    if (!resid) r->is_null = 1;
-    fill_normal(add_in(c, "nw", K_F32, 1, K, 0), g, 1, 0.1f);
-    fill_normal(add_in(c, "W", K_ACT, 2 * F, K, 0), g, 0, 0.05f);
+    add_norm_gemm_inputs(c, g, M, 2 * F, K, resid);
     add_t(c, "h", K_ACT, R_OUT, M, F, 0, F32_GEMM, B16_NORM_GEMM);
-    Tensor *s = add_t(c, "s_out", K_ACT, R_OUT, M, K, 0, F32_EXACT, B16_STORE);
-    if (!resid) s->is_null = 1;
+    add_norm_s_out(c, M, K, resid);
 }
 
 static void run_lmhead_norm_argmax(const Backend *be, void **p, const Case *c) {
