@@ -144,7 +144,8 @@ void cpu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, const void
 void cpu_matmul_swiglu_bwd(void *dgu, void *y, void *dh, const void *dy, int lddy, const void *W, const void *gu, int M,
                            int F, int K);
 void cpu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float *rstd, void *s_out, const void *x,
-                            const void *resid, const float *nw, const void *E, int M, int h, int V, float eps);
+                            const void *resid, const float *nw, const void *E, int M, int h, int V, float eps,
+                            int32_t *ring, int32_t *ring_count, int ring_k);
 
 // ---- optimizer (cpu/adamw.c); p_act must be NULL or p (fp32 activations share the master copy)
 void cpu_adamw(float *p, void *p_act, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,

@@ -96,10 +96,12 @@ void cpu_matmul_swiglu_bwd(void *dgu, void *y, void *dh, const void *dy, int ldd
 }
 
 void cpu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float *rstd, void *s_out, const void *x,
-                            const void *resid, const float *nw, const void *E, int M, int h, int V, float eps) {
+                            const void *resid, const float *nw, const void *E, int M, int h, int V, float eps,
+                            int32_t *ring, int32_t *ring_count, int ring_k) {
     CPU_REQUIRE(argmax && logits && y && rstd && x && nw && E, "lmhead_norm_argmax",
                 "NULL pointer (argmax, logits, y, rstd, x, nw, E)");
     cpu_rmsnorm_fwd(y, rstd, s_out, x, resid, nw, M, h, eps);
     cpu_lmhead_logits(logits, y, E, M, h, V);
     cpu_logits_stats(argmax, NULL, logits, NULL, M, V);
+    if (ring) cpu_token_ring_push(ring, ring_count, argmax, M, ring_k);
 }

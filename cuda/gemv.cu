@@ -47,6 +47,8 @@ struct GemvArgs {
     // rmsnorm_matmul_swiglu_fwd (the kernel's SWO form): W = [gate; up] (N = 2F rows), y = h [M, F] (row stride ldy)
     // = swiglu of the rounded gate and up values; gu is never written
     int swiglu_out;
+    int32_t *ring, *ring_count; // LM: the token ring the last block pushes the argmax into (token_ring_push), or NULL
+    int ring_k;
 };
 
 // The argmax across blocks: per row a 64-bit key, the value's bits made unsigned-orderable above the complement of
@@ -329,10 +331,13 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS, LM ? 4 : 2) gemv_kernel(GemvA
         __syncthreads();
         if (threadIdx.x == 0 && atomicAdd(&g_gemv_arrive, 1u) == gridDim.x * gridDim.y - 1) {
             __threadfence();
+            const int slot = a.ring ? a.ring_count[0] % a.ring_k : 0;
             for (int m = 0; m < a.M; m++) {
                 const unsigned long long k = atomicExch(&g_gemv_key[m], 0ull);
                 a.argmax[m] = k ? (int)(0xFFFFFFFFu - (unsigned)k) : 0;
+                if (a.ring) a.ring[(size_t)slot * a.M + m] = a.argmax[m];
             }
+            if (a.ring) a.ring_count[0] += 1;
             g_gemv_arrive = 0;
         }
     }
@@ -421,7 +426,9 @@ template <typename T> struct Unfused {
     static void (*swiglu_fwd)(void *, const void *, int, int);
     static void (*lmhead_logits)(float *, const void *, const void *, int, int, int);
     static void (*logits_stats)(int32_t *, float *, const float *, const int32_t *, int, int);
+    static void (*token_ring_push)(int32_t *, int32_t *, const int32_t *, int, int);
 };
+template <typename T> void (*Unfused<T>::token_ring_push)(int32_t *, int32_t *, const int32_t *, int, int);
 template <typename T> void (*Unfused<T>::lmhead_logits)(float *, const void *, const void *, int, int, int);
 template <typename T> void (*Unfused<T>::logits_stats)(int32_t *, float *, const float *, const int32_t *, int, int);
 template <typename T> void (*Unfused<T>::matmul_fwd)(void *, int, const void *, int, const void *, int, int, int, int);
@@ -437,7 +444,7 @@ static void cu_matmul_fwd_small(void *y, int ldy, const void *x, int ldx, const 
         return;
     }
     GemvArgs a = {y, nullptr, x, nullptr, W, nullptr, ldy, ldx, M, N, K, accumulate, GV_PLAIN, 0.0f, 0,
-                  nullptr, nullptr, nullptr, nullptr, 0};
+                  nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
     gemv_launch<T>(a);
 }
 
@@ -460,7 +467,7 @@ static void cu_rmsnorm_matmul_fwd(void *y, int ldy, void *s_out, const void *x, 
         return;
     }
     GemvArgs a = {y, s_out, x, resid, W, nw, ldy, K, M, N, K, 0, GV_RMSNORM, eps, 0,
-                  nullptr, nullptr, nullptr, nullptr, 0};
+                  nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
     gemv_launch<T>(a);
 }
 
@@ -478,7 +485,7 @@ static void cu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W
         return;
     }
     GemvArgs a = {y, nullptr, gu, nullptr, W, nullptr, ldy, 2 * K, M, N, K, 0, GV_SWIGLU, 0.0f, 0,
-                  nullptr, nullptr, nullptr, nullptr, 0};
+                  nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
     gemv_launch<T>(a);
 }
 
@@ -505,18 +512,21 @@ static void cu_rmsnorm_matmul_swiglu_fwd(void *h, void *s_out, const void *x, co
         return;
     }
     GemvArgs a = {h, s_out, x, resid, W, nw, F, K, M, 2 * F, K, 0, GV_RMSNORM, eps, 0,
-                  nullptr, nullptr, nullptr, nullptr, 1};
+                  nullptr, nullptr, nullptr, nullptr, 1, nullptr, nullptr, 0};
     gemv_launch<T>(a);
 }
 
 template <typename T>
 static void cu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float *rstd, void *s_out, const void *x,
-                                  const void *resid, const float *nw, const void *E, int M, int h, int V, float eps) {
+                                  const void *resid, const float *nw, const void *E, int M, int h, int V, float eps,
+                                  int32_t *ring, int32_t *ring_count, int ring_k) {
     CU_REQUIRE(argmax && logits && y && rstd && x && nw && E, "lmhead_norm_argmax",
                "NULL pointer (argmax, logits, y, rstd, x, nw, E)");
     CU_REQUIRE(M >= 0 && h > 0 && V > 0, "lmhead_norm_argmax", "bad shape M=%d h=%d V=%d", M, h, V);
     CU_REQUIRE(!s_out || (s_out != x && s_out != resid), "lmhead_norm_argmax",
                "s_out may not alias x or resid (other blocks still read them)");
+    CU_REQUIRE(!ring || (ring_count && ring_k > 0), "lmhead_norm_argmax", "a ring needs its count and K > 0 (K=%d)",
+               ring_k);
     if (M == 0) return;
     static int on = -1; // GDN_GEMV_LMHEAD=0: the unfused ops (cuBLASLt's GEMM), for the A/B
     if (on < 0) on = !(getenv("GDN_GEMV_LMHEAD") && !strcmp(getenv("GDN_GEMV_LMHEAD"), "0"));
@@ -525,17 +535,20 @@ static void cu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float
         Unfused<T>::rmsnorm_fwd(y, rstd, s_out, x, resid, nw, M, h, eps);
         Unfused<T>::lmhead_logits(logits, y, E, M, h, V);
         Unfused<T>::logits_stats(argmax, nullptr, logits, nullptr, M, V);
+        if (ring) Unfused<T>::token_ring_push(ring, ring_count, argmax, M, ring_k);
         return;
     }
     GemvArgs a = {nullptr, s_out, x, resid, E, nw, V, h, M, V, h, 0, GV_RMSNORM, eps, 0,
-                  nullptr, nullptr, nullptr, nullptr, 0};
+                  nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
     a.y32 = logits, a.xn_out = y, a.rstd_out = rstd, a.argmax = argmax;
+    a.ring = ring, a.ring_count = ring_count, a.ring_k = ring_k; // pushed by the last block: one kernel less a step
     gemv_launch<T>(a);
 }
 
 template <typename T> static void register_gemv_t(Backend *b) {
     Unfused<T>::lmhead_logits = b->lmhead_logits;
     Unfused<T>::logits_stats = b->logits_stats;
+    Unfused<T>::token_ring_push = b->token_ring_push;
     b->lmhead_norm_argmax = cu_lmhead_norm_argmax<T>;
     Unfused<T>::matmul_fwd = b->matmul_fwd;
     Unfused<T>::rmsnorm_fwd = b->rmsnorm_fwd;

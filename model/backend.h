@@ -269,10 +269,12 @@ typedef struct Backend {
     void (*logits_stats)(int32_t *argmax, float *logprob, const float *logits, const int32_t *targets, int rows,
                          int V);
     // Decoding's last op: rmsnorm_fwd(y, rstd, s_out, x, resid, nw [h]) [M, h], then logits[M, V] fp32 = y . E^T
-    // (lmhead_logits) and argmax[M] of each row (logits_stats without logprob), as those ops in sequence (CUDA: one
-    // GEMV kernel at small M). argmax is backend memory.
+    // (lmhead_logits) and argmax[M] of each row (logits_stats without logprob), then, when ring is not NULL,
+    // token_ring_push(ring, ring_count, argmax, M, ring_k): as those ops in sequence (CUDA: one GEMV kernel at small
+    // M, whose last block also pushes). argmax is backend memory.
     void (*lmhead_norm_argmax)(int32_t *argmax, float *logits, void *y, float *rstd, void *s_out, const void *x,
-                               const void *resid, const float *nw, const void *E, int M, int h, int V, float eps);
+                               const void *resid, const float *nw, const void *E, int M, int h, int V, float eps,
+                               int32_t *ring, int32_t *ring_count, int ring_k);
     // Decoding's token history, so that the host reads tokens every few steps rather than after each: ring [K, B]
     // and count [1] backend memory; ring[(count % K) * B + b] = tok[b] for b < B, then count += 1. The slot comes
     // from count, so a recorded step pushes into the next slot at every replay.

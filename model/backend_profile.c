@@ -127,8 +127,9 @@
       (argmax, logprob, logits, targets, rows, V), 0, 0)                                                            \
     X(lmhead_norm_argmax,                                                                                           \
       (int32_t *argmax, float *logits, void *y, float *rstd, void *s_out, const void *x, const void *resid,          \
-       const float *nw, const void *E, int M, int h, int V, float eps),                                             \
-      (argmax, logits, y, rstd, s_out, x, resid, nw, E, M, h, V, eps), 0, 0)                                        \
+       const float *nw, const void *E, int M, int h, int V, float eps, int32_t *ring, int32_t *ring_count,           \
+       int ring_k),                                                                                                 \
+      (argmax, logits, y, rstd, s_out, x, resid, nw, E, M, h, V, eps, ring, ring_count, ring_k), 0, 0)              \
     X(token_ring_push, (int32_t *ring, int32_t *count, const int32_t *tok, int B, int K), (ring, count, tok, B, K), 0, \
       0)                                                                                                            \
     X(sum, (float *out, const float *x, size_t n), (out, x, n), 0, 0)                                               \

@@ -354,13 +354,13 @@ static void decode_ops(Model *m, InferState *st) {
         if (m->params_needed) m->params_needed(m, m->lay.norm, (size_t)d->h);
         be->lmhead_norm_argmax(st->tok, st->logits, m->y_final, m->rstd_final, m->s_final, m->out,
                                m->blk[d->L - 1].s_mlp, PF(m, m->lay.norm), WA(m, m->lay.embeddings), st->B, d->h, d->V,
-                               d->eps);
+                               d->eps, st->ring, st->ring_count, DECODE_RING); // the token ring pushed too
     } else {
         forward_tokens(m, st->tok, st->B, 1, st, 1);
         be->lmhead_logits(st->logits, m->y_final, WA(m, m->lay.embeddings), st->B, d->h, d->V);
         be->logits_stats(st->tok, NULL, st->logits, NULL, st->B, d->V);
+        be->token_ring_push(st->ring, st->ring_count, st->tok, st->B, DECODE_RING);
     }
-    be->token_ring_push(st->ring, st->ring_count, st->tok, st->B, DECODE_RING);
 }
 
 // n steps of decode_ops: a replay of g where it holds n steps recorded against the current activations; else, with

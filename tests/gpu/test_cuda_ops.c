@@ -221,12 +221,15 @@ static void build_cases(int quick) {
     cases_token_ring_push(&g, 300, 2, 1, 1);
     // decoding's lm head: the final RMSNorm, fp32 logits and the argmax (CUDA at batch 1: one GEMV, the argmax
     // over blocks by integer keys; else the unfused ops); each row's maximum planted, row 0's twice (lower index wins)
-    cases_lmhead_norm_argmax(&g, 1, 3001, 1024, 1, 0);   // batch 1, a partial last round
-    cases_lmhead_norm_argmax(&g, 3, 1000, 256, 1, 0);    // 3 rows: the unfused ops
-    cases_lmhead_norm_argmax(&g, 1, 77, 40, 0, 0);       // no residual, K % 8 != 0: scalar loads
-    cases_lmhead_norm_argmax(&g, 6, 500, 64, 1, 0);      // 6 rows (past the GEMV's 4)
-    cases_lmhead_norm_argmax(&g, 1, 128256, 1024, 1, 1); // the 300M's lm head at batch 1 (no L2 prefetch)
-    cases_lmhead_norm_argmax(&g, 4, 128256, 1024, 1, 1); // batch 4
+    cases_lmhead_norm_argmax(&g, 1, 3001, 1024, 1, 0, 0);   // batch 1, a partial last round
+    cases_lmhead_norm_argmax(&g, 3, 1000, 256, 1, 0, 0);    // 3 rows: the unfused ops
+    cases_lmhead_norm_argmax(&g, 1, 77, 40, 0, 0, 0);       // no residual, K % 8 != 0: scalar loads
+    cases_lmhead_norm_argmax(&g, 6, 500, 64, 1, 0, 0);      // 6 rows (past the GEMV's 4)
+    cases_lmhead_norm_argmax(&g, 1, 128256, 1024, 1, 1, 0); // the 300M's lm head at batch 1 (no L2 prefetch)
+    cases_lmhead_norm_argmax(&g, 4, 128256, 1024, 1, 1, 0); // batch 4
+    // the token ring pushed by the same op (decoding's step): the GEMV's last block at batch 1, the unfused ops at 3
+    cases_lmhead_norm_argmax(&g, 1, 3001, 1024, 1, 0, 4);
+    cases_lmhead_norm_argmax(&g, 3, 1000, 256, 1, 0, 5);
     // AdamW with the state in lower precision (use_precision_aware_optimizer): bf16 moments, masters as remainders
     // in some runs (a mask over the layout's runs), fp32 masters in the others; appended, as above
     cases_adamw_multi_lp(&g, 0, 1, ADAMW_M_BF16 | ADAMW_V_BF16, 0x15);

@@ -122,18 +122,21 @@ void cases_rmsnorm_matmul_swiglu(Rng *g, int M, int F, int K, int resid) {
 }
 
 static void run_lmhead_norm_argmax(const Backend *be, void **p, const Case *c) {
-    // x, resid, nw, E, argmax, logits, y, rstd, s_out;  i: M h V;  f: eps
-    be->lmhead_norm_argmax(p[4], p[5], p[6], p[7], p[8], p[0], p[1], p[2], p[3], c->i[0], c->i[1], c->i[2], c->f[0]);
+    // x, resid, nw, E, argmax, logits, y, rstd, s_out (, ring, count);  i: M h V ring_k;  f: eps
+    const int k = c->i[3];
+    be->lmhead_norm_argmax(p[4], p[5], p[6], p[7], p[8], p[0], p[1], p[2], p[3], c->i[0], c->i[1], c->i[2], c->f[0],
+                           k ? p[9] : NULL, k ? p[10] : NULL, k);
 }
 
 // Each row's argmax is planted far above rounding differences: E row 5 + 7m (m >= 1) is x's row m / (8 + m), a logit
 // of ~h rms(x) / (8 + m) against N(0, 0.05 sqrt(h)) for the others; E rows 5 and V - 3 are zero but for 20 at k0,
 // x row 0's largest entry, so every row's logits there are one product, equal in any summation order (a tie the
-// lower index must win), and row 0's maximum (~20 x 3).
-void cases_lmhead_norm_argmax(Rng *g, int M, int V, int h, int resid, int big) {
-    Case *c = new_case("lmhead_norm_argmax", run_lmhead_norm_argmax, "M=%d V=%d h=%d%s", M, V, h,
-                       resid ? " resid" : "");
-    c->i[0] = M, c->i[1] = h, c->i[2] = V, c->big = big;
+// lower index must win), and row 0's maximum (~20 x 3). ring_k > 0: the argmax is also pushed into a token ring of
+// ring_k slots whose count starts at ring_k + 2 (slot 2 written, the others kept, count + 1).
+void cases_lmhead_norm_argmax(Rng *g, int M, int V, int h, int resid, int big, int ring_k) {
+    Case *c = new_case("lmhead_norm_argmax", run_lmhead_norm_argmax, "M=%d V=%d h=%d%s%s", M, V, h,
+                       resid ? " resid" : "", ring_k ? " ring" : "");
+    c->i[0] = M, c->i[1] = h, c->i[2] = V, c->i[3] = ring_k, c->big = big;
     c->f[0] = 1e-6f;
     Tensor *x = add_in(c, "x", K_ACT, M, h, 0);
     fill_normal(x, g, 0, 1);
@@ -155,4 +158,9 @@ void cases_lmhead_norm_argmax(Rng *g, int M, int V, int h, int resid, int big) {
     add_t(c, "rstd", K_F32, R_OUT, M, 1, 0, F32_ORDER, B16_FP32);
     Tensor *s = add_t(c, "s_out", K_ACT, R_OUT, M, h, 0, F32_EXACT, B16_STORE);
     if (!resid) s->is_null = 1;
+    if (ring_k) {
+        Tensor *ring = add_t(c, "ring", K_I32, R_ACC, (size_t)ring_k * M, 1, 1, F32_EXACT, B16_EXACT);
+        for (int e = 0; e < ring_k * M; e++) ring->init_i[e] = -1 - e;
+        add_t(c, "count", K_I32, R_ACC, 1, 1, 1, F32_EXACT, B16_EXACT)->init_i[0] = ring_k + 2;
+    }
 }

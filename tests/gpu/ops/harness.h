@@ -160,5 +160,5 @@ void cases_gdn_decode(Rng *g, int B, int H, int HV, int dk, int dv, int K, int p
 void cases_rmsnorm_matmul(Rng *g, int M, int N, int K, int resid, int pad);
 void cases_swiglu_matmul(Rng *g, int M, int N, int K, int pad);
 void cases_rmsnorm_matmul_swiglu(Rng *g, int M, int F, int K, int resid);
-void cases_lmhead_norm_argmax(Rng *g, int M, int V, int h, int resid, int big);
+void cases_lmhead_norm_argmax(Rng *g, int M, int V, int h, int resid, int big, int ring_k);
 void cases_state_reset(Rng *g, int B, int T, int row); // state_reset_at_eod (packed documents across calls)
