@@ -490,7 +490,7 @@ static void cu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W
 }
 
 // h[M, F] (dense) = swiglu(RMSNorm(x + resid) . W^T), W = [gate; up] [2F, K]: one GEMV at small M (K in 16-byte
-// vectors), else rmsnorm_fwd, matmul_fwd into gu and swiglu_fwd
+// vectors), else rmsnorm_matmul_fwd into gu and swiglu_fwd
 template <typename T>
 static void cu_rmsnorm_matmul_swiglu_fwd(void *h, void *s_out, const void *x, const void *resid, const float *nw,
                                          const void *W, int M, int F, int K, float eps) {
@@ -500,15 +500,10 @@ static void cu_rmsnorm_matmul_swiglu_fwd(void *h, void *s_out, const void *x, co
                "s_out may not alias x or resid (other blocks still read them)");
     if (M == 0) return;
     if (!gemv_fits(M, K) || K % (16 / (int)sizeof(T)) || !cu_aligned16(W)) {
-        T *xn = (T *)cu_scratch((size_t)M * K * sizeof(T), "rmsnorm_matmul_swiglu_fwd");
         T *gu = (T *)cu_scratch((size_t)M * 2 * F * sizeof(T), "rmsnorm_matmul_swiglu_fwd");
-        float *rstd = (float *)cu_scratch((size_t)M * sizeof(float), "rmsnorm_matmul_swiglu_fwd");
-        Unfused<T>::rmsnorm_fwd(xn, rstd, s_out, x, resid, nw, M, K, eps);
-        Unfused<T>::matmul_fwd(gu, 2 * F, xn, K, W, M, 2 * F, K, 0);
+        cu_rmsnorm_matmul_fwd<T>(gu, 2 * F, s_out, x, resid, nw, W, M, 2 * F, K, eps);
         Unfused<T>::swiglu_fwd(h, gu, M, F);
-        cu_scratch_free(rstd);
         cu_scratch_free(gu);
-        cu_scratch_free(xn);
         return;
     }
     GemvArgs a = {h, s_out, x, resid, W, nw, F, K, M, 2 * F, K, 0, GV_RMSNORM, eps, 0,
