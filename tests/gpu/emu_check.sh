@@ -48,6 +48,7 @@ echo "== emulated CUDA backend, threads in order"
 OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" "${args[@]}"
 echo "== emulated CUDA backend, threads in reverse order"
 EMU_ORDER=reverse OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" "${args[@]}"
+launches() { sed -n "s/^cuda emu: \([0-9]*\) launches of $1\$/\1/p" "$2"; } # launches KERNEL ERR: EMU_COUNT_KERNEL's count
 if [ $# -eq 0 ]; then # our sm_90 GEMM on the cases of the ops it takes under GDN_CUDA_GEMM=wg (the default: cuBLASLt's stand-in),
   # on both of its schedules (GDN_CUDA_WG_SCHED; DW runs the cooperative one only), on 3 blocks: many tiles each
   for sched in coop pingpong; do
@@ -59,7 +60,7 @@ if [ $# -eq 0 ]; then # our sm_90 GEMM on the cases of the ops it takes under GD
       echo "== $op through $kern (GDN_CUDA_GEMM=wg, $sched), threads in $order order"
       GDN_CUDA_GEMM=wg GDN_CUDA_WG_SCHED=$sched GDN_CUDA_WG_GRID=3 EMU_ORDER=$order EMU_COUNT_KERNEL=$kern OMP_NUM_THREADS=1 \
         "$OUT/test_cuda_ops" --quick --only $op 2> "$OUT/wg_$order.err" || { cat "$OUT/wg_$order.err"; exit 1; }
-      n=$(sed -n "s/^cuda emu: \([0-9]*\) launches of $kern\$/\1/p" "$OUT/wg_$order.err")
+      n=$(launches "$kern" "$OUT/wg_$order.err")
       [ "${n:-0}" -ge 2 ] || { echo "emu_check: $kern ran ${n:-0} times under GDN_CUDA_GEMM=wg (expected >= 2)"; cat "$OUT/wg_$order.err"; exit 1; }
       echo "$kern launches: $n"
     done
@@ -76,7 +77,7 @@ if [ $# -eq 0 ]; then # our sm_90 GEMM on the cases of the ops it takes under GD
       echo "GDN_CUDA_WG_FORMS=bogus refused"; continue
     fi
     [ $rc -eq 0 ] || { cat "$OUT/wg_forms.out" "$OUT/wg_forms.err"; exit 1; }
-    n=$(sed -n "s/^cuda emu: \([0-9]*\) launches of gemm_wg_swiglu\$/\1/p" "$OUT/wg_forms.err")
+    n=$(launches gemm_wg_swiglu "$OUT/wg_forms.err")
     if [ "$want" = 0 ]; then [ "${n:-0}" -eq 0 ]; else [ "${n:-0}" -ge "$want" ]; fi ||
       { echo "emu_check: GDN_CUDA_WG_FORMS=$f: gemm_wg_swiglu ran ${n:-0} times (expected ${want}$([ "$want" = 0 ] || echo ' or more'))"; exit 1; }
     echo "GDN_CUDA_WG_FORMS=$f: gemm_wg_swiglu launches ${n:-0}"
