@@ -11,7 +11,7 @@ tmp=${KEEP_TMP:-$(mktemp -d)}; [ -n "${KEEP_TMP:-}" ] || trap 'rm -rf "$tmp"' EX
 common=(--config configs/tiny.yaml --vocab_size 500 --train_data_path "$tmp/data" --seq_length 96
         --micro_batch_size 1 --global_batch_size 8 --log_interval 1 --device cpu --lr_warmup_iters 3
         --distributed_timeout_minutes 0.1)
-port=$((20000 + ($$ + 7) % 20000))
+port=$((10000 + ($$ + 7) % 20000)) # below the ephemeral range (32768-60999), as t_train_torchrun.sh
 export OMP_NUM_THREADS=1
 start() { # NAME NODE RESTARTS ARGS...: one torchrun of 1 rank as node NODE of 2
     local name=$1 n=$2 rs=$3; shift 3

@@ -21,13 +21,15 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 common=(--config configs/tiny.yaml --vocab_size 500 --train_data_path "$tmp/data" --seq_length 96
         --micro_batch_size 1 --global_batch_size 8 --log_interval 1 --device cpu --lr_warmup_iters 3 --train_iters 6
         --save_interval 3)
-port=$((20000 + $$ % 20000)) # MASTER_PORT (torchrun's agent); gdn's store takes port+1
+# MASTER_PORT (torchrun's agent); gdn's store takes port+1. Below Linux's ephemeral range (32768-60999): a
+# client socket there (an agent connecting to the master) once held the store's port and failed a run
+port=$((10000 + $$ % 20000))
 export OMP_NUM_THREADS=1
 trun() { # NAME NNODES NPROC ARGS...: one torchrun per node, in parallel, each bounded in time
     local name=$1 nn=$2 np=$3; shift 3
     local pids=()
     for ((n = 0; n < nn; n++)); do
-        timeout 300 torchrun --nnodes "$nn" --node_rank $n --nproc_per_node "$np" --master_addr 127.0.0.1 \
+        timeout -k 10 300 torchrun --nnodes "$nn" --node_rank $n --nproc_per_node "$np" --master_addr 127.0.0.1 \
             --master_port $port --redirects 1 --tee 2 --log_dir "$tmp/logs_${name}_$n" --no_python \
             ./gdn train "${common[@]}" "$@" > "$tmp/$name.$n.log" 2>&1 &
         pids+=($!)
