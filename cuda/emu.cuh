@@ -24,6 +24,16 @@ extern uint3 *cur_tid;
 extern uint3 block_idx;
 extern dim3 block_dim, grid_dim;
 void launch(const char *name, dim3 grid, dim3 block, size_t smem, const std::function<void()> &body);
+// A cooperative launch (cu_launch_coop): every block's threads live at once, so that grid_sync() can hold them. The
+// blocks run one phase at a time: block 0 (or the last, reversed) runs until all its live threads reach grid_sync
+// or exit, then the next block, ...; once every block is there, all are released into the next phase. So a read of
+// another block's output before the grid_sync that orders it sees stale data in one of the two block orders.
+// Each block has its own dynamic shared memory (NaN at the start); `__shared__` statics are one copy shared by all
+// blocks, which is safe because a block runs a whole phase before the next block starts, as long as no kernel keeps
+// static shared data across a grid_sync (the phases of cuda/gdn_decode_block.cu re-stage theirs). A block that
+// exits while others wait at a grid_sync is reported as a deadlock (on the GPU they would wait forever).
+void launch_coop(const char *name, dim3 grid, dim3 block, size_t smem, const std::function<void()> &body);
+void grid_sync();
 void *dyn_smem();
 void syncthreads();
 uint64_t shfl_xor(uint64_t v, int lane_mask);

@@ -157,6 +157,13 @@ void syncthreads() {
     to_scheduler();
 }
 
+static bool g_coop; // the running launch is cooperative (launch_coop)
+void grid_sync() {
+    if (!g_coop) emu_die("%s: grid_sync in a launch that is not cooperative (cu_launch_coop)", g_kernel);
+    g_cur->st = AT_GRID;
+    to_scheduler();
+}
+
 static void warp_collective(WarpFn fn, void *data) {
     g_cur->coll_fn = fn;
     g_cur->coll_data = data;
@@ -317,6 +324,7 @@ static std::string wait_desc(int t) {
     case AT_COLL: return "a warp collective (__syncwarp, ldmatrix, mma)";
     case AT_WGCOLL: snprintf(b, sizeof b, "%s (all 128 threads of warpgroup %d)", f.wg_name, t / 128); return b;
     case AT_MBAR: return mbar_wait_desc(f);
+    case AT_GRID: return "grid_sync";
     case DONE: return "exited";
     default: return "runnable";
     }
@@ -348,7 +356,8 @@ static std::string wait_desc(int t) {
 // instructions that all 128 threads reached are performed; threads woken by an mbarrier phase (or a
 // warpgroup instruction) run in another sweep; a __syncthreads that every live thread reached is released;
 // only when none of that applies do the deferred TMA loads land; else the block is deadlocked.
-static void run_block(const char *name, int nt, bool reverse) {
+// Returns true when the block's live threads all wait at grid_sync (cooperative launches), false when all exited.
+static bool run_block(const char *name, int nt, bool reverse) {
     const int nw = (nt + 31) / 32;
     for (;;) {
         for (int wi = 0; wi < nw; wi++) {
@@ -365,17 +374,19 @@ static void run_block(const char *name, int nt, bool reverse) {
         }
         // warpgroup instructions all of whose 128 threads arrived in the sweep
         for (int gi = 0; gi < nt / 128; gi++) release_warpgroup(name, reverse ? nt / 128 - 1 - gi : gi);
-        int live = 0, at_bar = 0, runnable = 0;
+        int live = 0, at_bar = 0, runnable = 0, at_grid = 0;
         for (int t = 0; t < nt; t++) {
             live += g_fibers[t].st != DONE;
             at_bar += g_fibers[t].st == AT_BAR;
             runnable += g_fibers[t].st == RUNNABLE;
+            at_grid += g_fibers[t].st == AT_GRID;
         }
         if (runnable) continue; // woken by a completed mbarrier phase or a warpgroup instruction: another sweep
         if (!live) {
             tma_exit_check(name);
-            return;
+            return false;
         }
+        if (at_grid == live) return true;
         if (at_bar == live) {
             for (int t = 0; t < nt; t++)
                 if (g_fibers[t].st == AT_BAR) g_fibers[t].st = RUNNABLE;
@@ -442,12 +453,85 @@ void launch(const char *name, dim3 grid, dim3 block, size_t smem, const std::fun
                     f->wg_fn = NULL;
                     fiber_init(f, g_stacks[t]);
                 }
-                run_block(name, nt, reverse);
+                (void)run_block(name, nt, reverse);
                 for (size_t x = 0; x < GUARD; x++)
                     if (g_smem[smem + x] != 0xa5)
                         emu_die("%s block (%u,%u,%u): wrote past its %zu bytes of dynamic shared memory", name, bx, by,
                                 bz, smem);
             }
+}
+void launch_coop(const char *name, dim3 grid, dim3 block, size_t smem, const std::function<void()> &body) {
+    const int nt = (int)(block.x * block.y * block.z), G = (int)(grid.x * grid.y * grid.z);
+    const char *order = getenv("EMU_ORDER");
+    const bool reverse = order && !strcmp(order, "reverse");
+    const char *cp = getenv("EMU_CP_ASYNC");
+    g_cp_eager = cp ? !strcmp(cp, "eager") : reverse;
+    g_launches++;
+    count_launch(name);
+    struct Block {
+        std::vector<Fiber> fibers;
+        std::vector<char *> stacks;
+        std::vector<unsigned char> smem;
+        bool done;
+    };
+    std::vector<Block> blocks((size_t)G);
+    unsigned char *const plain_smem = g_smem;
+    g_body = &body;
+    g_kernel = name;
+    g_smem_bytes = smem;
+    block_dim = block;
+    grid_dim = grid;
+    g_coop = true;
+    for (int b = 0; b < G; b++) {
+        Block &k = blocks[(size_t)b];
+        k.fibers.resize((size_t)nt);
+        k.smem.assign(smem + GUARD, 0xff); // NaN: reads of unwritten shared memory show up
+        memset(k.smem.data() + smem, 0xa5, GUARD);
+        k.done = false;
+        for (int t = 0; t < nt; t++) {
+            Fiber *f = &k.fibers[(size_t)t];
+            k.stacks.push_back((char *)malloc(STACK_BYTES));
+            f->tid = make_uint3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+            f->st = RUNNABLE;
+            f->copies.clear();
+            f->commits = 0;
+            f->wg_fn = NULL;
+            fiber_init(f, k.stacks.back());
+        }
+    }
+    for (int phase = 0;; phase++) {
+        int waiting = 0, exited = 0;
+        for (int bi = 0; bi < G; bi++) {
+            const int b = reverse ? G - 1 - bi : bi;
+            Block &k = blocks[(size_t)b];
+            if (k.done) {
+                exited++;
+                continue;
+            }
+            block_idx = make_uint3(b % grid.x, (b / grid.x) % grid.y, b / (grid.x * grid.y));
+            g_smem = k.smem.data();
+            sm90_block_reset(nt);
+            std::swap(g_fibers, k.fibers); // the scheduler works on g_fibers; a swap moves no fiber
+            const bool at_grid = run_block(name, nt, reverse);
+            std::swap(g_fibers, k.fibers);
+            for (size_t x = 0; x < GUARD; x++)
+                if (k.smem[smem + x] != 0xa5)
+                    emu_die("%s block %d: wrote past its %zu bytes of dynamic shared memory", name, b, smem);
+            if (at_grid) waiting++;
+            else k.done = true, exited++;
+        }
+        if (!waiting) break;
+        if (exited)
+            emu_die("%s: deadlock: %d blocks exited while %d wait at grid_sync %d (every block must reach each "
+                    "grid_sync)", name, exited, waiting, phase);
+        for (Block &k : blocks)
+            for (Fiber &f : k.fibers)
+                if (f.st == AT_GRID) f.st = RUNNABLE;
+    }
+    for (Block &k : blocks)
+        for (char *st : k.stacks) free(st);
+    g_coop = false;
+    g_smem = plain_smem; // the plain launches' buffer (the blocks' own went with them)
 }
 } // namespace emu
 

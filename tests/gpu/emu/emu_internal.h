@@ -17,7 +17,7 @@
 
 namespace emu {
 // ---- a fiber: one CUDA thread of the running block, and what it waits at
-enum State { RUNNABLE, AT_BAR, AT_SHFL, AT_COLL, AT_WGCOLL, AT_MBAR, DONE };
+enum State { RUNNABLE, AT_BAR, AT_SHFL, AT_COLL, AT_WGCOLL, AT_MBAR, AT_GRID, DONE }; // DONE last (counts)
 typedef void (*WarpFn)(void *const lanes[32]);
 typedef void (*WgFn)(int wg, void *const threads[128]); // a warpgroup instruction, run once all 128 arrive
 struct AsyncCopy {
