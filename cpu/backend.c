@@ -132,6 +132,7 @@ static const Backend cpu_backend = {
     .rmsnorm_matmul_fwd = cpu_rmsnorm_matmul_fwd,
     .swiglu_matmul_fwd = cpu_swiglu_matmul_fwd,
     .rmsnorm_matmul_swiglu_fwd = cpu_rmsnorm_matmul_swiglu_fwd,
+    .gdn_decode_block_fwd = cpu_gdn_decode_block_fwd,
     .matmul_swiglu_fwd = cpu_matmul_swiglu_fwd,
     .matmul_swiglu_bwd = cpu_matmul_swiglu_bwd,
     .lmhead_norm_argmax = cpu_lmhead_norm_argmax,
@@ -158,6 +159,7 @@ const Backend *backend_cpu_recurrent(void) {
         t.delta_rule_fwd = cpu_delta_rule_recurrent_fwd;
         t.delta_rule_bwd = cpu_delta_rule_recurrent_bwd;
         t.gdn_decode_fwd = cpu_gdn_decode_recurrent_fwd;
+        t.gdn_decode_block_fwd = NULL; // the model runs the block's ops one by one, with this mixer
     }
     return &t;
 }

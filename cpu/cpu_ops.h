@@ -140,6 +140,7 @@ void cpu_rmsnorm_matmul_fwd(void *y, int ldy, void *s_out, const void *x, const 
 void cpu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W, int M, int N, int K);
 void cpu_rmsnorm_matmul_swiglu_fwd(void *h, void *s_out, const void *x, const void *resid, const float *nw,
                                    const void *W, int M, int F, int K, float eps);
+void cpu_gdn_decode_block_fwd(const GdnDecodeBlockArgs *a);
 void cpu_matmul_swiglu_fwd(void *gu, void *h, const void *x, int ldx, const void *W, int M, int F, int K);
 void cpu_matmul_swiglu_bwd(void *dgu, void *y, void *dh, const void *dy, int lddy, const void *W, const void *gu, int M,
                            int F, int K);

@@ -397,6 +397,7 @@ static void fill_table(Backend *b, int use_bf16) {
     cu_register_gdn_decode(b, use_bf16);
     cu_register_gemv(b, use_bf16); // after matmul: matmul_fwd sends small M to the GEMV
     cu_register_gemm_wg(b, use_bf16); // after gemv and elementwise: its fallback is their matmul_fwd + swiglu_fwd
+    cu_register_gdn_decode_block(b, use_bf16); // its five-op form calls the table's ops
     cu_register_collectives(b);
 }
 

@@ -164,6 +164,64 @@ static inline void cu_launch_pdl(const char *name, void (*kern)(KArgs...), dim3 
 #endif
 }
 
+// ---- Kernels whose blocks wait for each other (cuda/gdn_decode_block.cu). Such a kernel needs all its blocks
+// resident at once: its grid is at most cu_coop_blocks(...) (the occupancy's blocks per multiprocessor times the
+// multiprocessors; the caller checks). It is launched as cu_launch_pdl launches (no cooperative attribute: with the
+// grid within one wave, the blocks not yet resident start as the kernel before drains, which does not wait on them;
+// the next kernel starts only after every block of this one has run cu_pdl_trigger), and in the emulator with every
+// block live (emu::launch_coop). bar: two zeroed counters of the kernel's own; cu_grid_exit zeroes them again.
+template <typename... KArgs, typename... Args>
+static inline void cu_launch_coop(const char *name, void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                  Args... args) {
+#ifdef GDN_EMU
+    if (!cu_launch_prepare(name, kern, grid, block, smem)) return;
+    emu::launch_coop(name, grid, block, smem, [&] { kern(args...); });
+    cu_after_launch(name);
+#else
+    cu_launch_pdl(name, kern, grid, block, smem, args...);
+#endif
+}
+// The barrier: every block's threads wait until all blocks of the grid have arrived; memory written before it by
+// any block is visible after it (the fence and acquire of cooperative groups' grid sync). passed: the barriers this
+// block has passed (block-uniform), which sets the arrival count to wait for.
+__device__ __forceinline__ void cu_grid_sync(unsigned *bar, unsigned &passed) {
+    passed++;
+#ifdef GDN_EMU
+    (void)bar;
+    emu::grid_sync();
+#else
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+        const unsigned target = passed * gridDim.x * gridDim.y * gridDim.z;
+        __threadfence();
+        atomicAdd(bar, 1u);
+        unsigned v;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+        } while (v < target);
+        __threadfence();
+    }
+    __syncthreads();
+#endif
+}
+// At the kernel's end: the last block out zeroes the counters for the next launch (every block has passed every
+// barrier by then).
+__device__ __forceinline__ void cu_grid_exit(unsigned *bar) {
+#ifdef GDN_EMU
+    (void)bar;
+#else
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+        __threadfence();
+        if (atomicAdd(bar + 1, 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {
+            bar[0] = 0;
+            bar[1] = 0;
+            __threadfence();
+        }
+    }
+#endif
+}
+
 // ---- GEMM (cuda/matmul.cu), column-major cuBLASLt semantics:
 // C[m,n] = op(A) op(B) + beta C, op(A) = A^T if ta (A stored k x m, lda >= k) else A (m x k, lda >= m);
 // op(B) = B^T if tb (B stored n x k) else B (k x n). A and B have type ab (act), C has type c.
@@ -192,6 +250,7 @@ void cu_register_adamw(Backend *b, int use_bf16);
 void cu_register_attention(Backend *b, int use_bf16); // hybrid attention blocks (cuda/attention*.cu)
 void cu_register_gdn_decode(Backend *b, int use_bf16); // gdn_decode.cu: the fused decode token mixer
 void cu_register_gemv(Backend *b, int use_bf16);       // gemv.cu: small-M GEMMs with the norm / SwiGLU fused
+void cu_register_gdn_decode_block(Backend *b, int use_bf16); // gdn_decode_block.cu: a GDN block's decode step
 void cu_register_gemm_wg(Backend *b, int use_bf16);    // gemm_wg.cu: matmul_swiglu_fwd (after gemv)
 void cu_register_collectives(Backend *b); // collective.cu: NCCL (refusing stubs in the emulator)
 int cu_matmul_init(char *err, size_t errlen);

@@ -65,6 +65,39 @@ typedef struct {
 enum { ADAMW_M_BF16 = 1, ADAMW_V_BF16 = 2 };
 #define ADAMW_CHUNK 65536
 
+// One GDN block's decode step (backend.h gdn_decode_block_fwd): the block's input norm and in_proj, its token mixer,
+// the output projection and the MLP, as the five ops it stands for in sequence:
+//   rmsnorm_matmul_fwd(P, ldp, s_attn, x, resid, attn_norm, W_in, B, ldp, h, eps)       P = [q|k|v|g|b|a] [B, ldp]
+//   gdn_decode_fwd(on, HV*dv, P, ldp, conv_w, conv_state, S, A_log, dt_bias, o_norm, ids, eod, B, H, HV, dk, dv, K, eps)
+//   matmul_fwd(out, h, on, HV*dv, W_o, B, h, HV*dv, 0)
+//   rmsnorm_matmul_swiglu_fwd(hbuf, s_mlp, out, mlp_resid, mlp_norm, W_gu, B, F, h, eps)
+//   matmul_fwd(out, h, hbuf, F, W_down, B, h, F, 0)
+// (x, resid, s_attn: the input norm's, as rmsnorm_matmul_fwd takes them; mlp_resid: the MLP norm's residual, the
+// model's s_attn of the block, which aliases x in block 0.)
+typedef struct GdnDecodeBlockArgs {
+    const void *x, *resid;
+    void *s_attn;
+    const float *attn_norm;
+    const void *W_in;
+    void *P;
+    int ldp;
+    const float *conv_w, *A_log, *dt_bias, *o_norm;
+    float *conv_state, *S;
+    const int32_t *ids;
+    int32_t eod;
+    void *on;
+    const void *W_o;
+    void *out;
+    const void *mlp_resid;
+    void *s_mlp;
+    const float *mlp_norm;
+    const void *W_gu;
+    void *hbuf;
+    const void *W_down;
+    int B, h, H, HV, dk, dv, K, F;
+    float eps;
+} GdnDecodeBlockArgs;
+
 typedef struct BackendMemStats {
     size_t reserved, allocated, peak, count;
 } BackendMemStats;
@@ -201,6 +234,9 @@ typedef struct Backend {
     // into gu then swiglu_fwd; gu is not kept.
     void (*rmsnorm_matmul_swiglu_fwd)(void *h, void *s_out, const void *x, const void *resid, const float *nw,
                                       const void *W, int M, int F, int K, float eps);
+    // A GDN block's whole decode step (GdnDecodeBlockArgs: the five ops above in sequence, the same bits). CUDA: one
+    // kernel at B = 1, its five parts separated by barriers across its blocks instead of kernel boundaries.
+    void (*gdn_decode_block_fwd)(const GdnDecodeBlockArgs *a);
     // A GEMM into SwiGLU (the MLP's forward): gu[M, 2F] = x[M, K] . W[2F, K]^T (row stride 2F; W = [gate; up]) and
     // h[M, F] = swiglu_fwd(gu), the same bits as matmul_fwd then swiglu_fwd (a fused kernel computes h from the
     // rounded gu in its epilogue, so gu is not read back).

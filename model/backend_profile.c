@@ -92,6 +92,7 @@
       (void *h, void *s_out, const void *x, const void *resid, const float *nw, const void *W, int M, int F, int K, \
        float eps),                                                                                                  \
       (h, s_out, x, resid, nw, W, M, F, K, eps), 2 * F, K)                                                          \
+    X(gdn_decode_block_fwd, (const GdnDecodeBlockArgs *a), (a), 0, 0)                                                \
     X(matmul_swiglu_fwd, (void *gu, void *h, const void *x, int ldx, const void *W, int M, int F, int K),            \
       (gu, h, x, ldx, W, M, F, K), 2 * F, K)                                                                        \
     X(matmul_swiglu_bwd,                                                                                            \

@@ -311,6 +311,10 @@ static void forward_tokens(Model *m, const int32_t *ids_dev, int B, int T, Infer
         // s = previous MLP output + previous block's s_mlp (block 0: the embeddings)
         const void *nx = l == 0 ? m->emb : m->out, *nres = l == 0 ? NULL : m->blk[l - 1].s_mlp;
         void *ns = l == 0 ? NULL : b->s_attn;
+        // the whole block as one op where the kind and the backend have it (CUDA at batch 1: one kernel)
+        if (fuse && swiglu_out_on() && kind_of(m, l)->decode_block &&
+            kind_of(m, l)->decode_block(m, l, B, &st->layer[l], nx, nres, ns))
+            continue;
         if (fuse && kind_of(m, l)->fuses_in_norm) // the mixer's first GEMM runs it (mixer_in_proj)
             m->in_norm.x = nx, m->in_norm.resid = nres, m->in_norm.s_out = ns, m->in_norm.w = PF(m, w->attn_norm);
         else

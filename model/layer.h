@@ -47,6 +47,10 @@ typedef struct {
     int (*state_grow)(Model *m, int l, int B, int T, LayerState *st);
     // 1: fwd's first GEMM goes through mixer_in_proj, so a decode step may leave the input norm to it
     int fuses_in_norm;
+    // Optional: a decode step of the whole block (input norm, mixer, MLP with SwiGLU into the gate|up GEMM) as one
+    // backend op, m->out [B, h] out; x, resid, s_out: the input norm's (as m->in_norm). Returns 0 where the backend
+    // has no such op (the caller then runs the parts).
+    int (*decode_block)(Model *m, int l, int B, LayerState *st, const void *x, const void *resid, void *s_out);
 } LayerKindOps;
 
 #define X(e, name) extern const LayerKindOps layer_##name;

@@ -170,8 +170,31 @@ static void state_free(Model *m, int l, LayerState *ls) {
     m->be->free(ls->gdn.S);
 }
 
+// A decode step of the whole block as gdn_decode_block_fwd: the same ops as forward_tokens' fused decode path
+// (mixer_in_proj, fwd's decode branch, the MLP's rmsnorm_matmul_swiglu_fwd and down projection), the same buffers.
+static int decode_block(Model *m, int l, int B, LayerState *ls, const void *x, const void *resid, void *s_out) {
+    const Backend *be = m->be;
+    if (!be->gdn_decode_block_fwd || !be->gdn_decode_fwd) return 0;
+    const ModelDims *d = &m->d;
+    const LayerOffsets *lw = &m->lay.layer[l];
+    const LayerOffsets_gdn *w = &lw->gdn;
+    BlockActs *blk = &m->blk[l];
+    GdnActs *b = &blk->gdn;
+    ProjCols c = proj_cols(d);
+    GdnDecodeBlockArgs a = {
+        .x = x, .resid = resid, .s_attn = s_out, .attn_norm = PF(m, lw->attn_norm), .W_in = WA(m, w->q_proj),
+        .P = b->P, .ldp = c.Dp, .conv_w = PF(m, w->q_conv1d), .A_log = PF(m, w->A_log), .dt_bias = PF(m, w->dt_bias),
+        .o_norm = PF(m, w->o_norm), .conv_state = ls->gdn.conv, .S = ls->gdn.S,
+        .ids = m->cfg.reset_state_at_eod ? m->step_ids : NULL, .eod = m->cfg.eos_token_id, .on = b->on,
+        .W_o = WA(m, w->o_proj), .out = m->out, .mlp_resid = blk->s_attn, .s_mlp = blk->s_mlp,
+        .mlp_norm = PF(m, lw->mlp_norm), .W_gu = WA(m, lw->gate_proj), .hbuf = blk->Hh, .W_down = WA(m, lw->down_proj),
+        .B = B, .h = d->h, .H = d->H, .HV = d->HV, .dk = d->dk, .dv = d->dv, .K = d->K, .F = d->F, .eps = d->eps};
+    be->gdn_decode_block_fwd(&a);
+    return 1;
+}
+
 const LayerKindOps layer_gdn = {
     .acts_alloc = acts_alloc, .grads_alloc = grads_alloc,
     .fwd = fwd, .bwd = bwd, .state_alloc = state_alloc, .state_reset = state_reset, .state_free = state_free,
-    .fuses_in_norm = 1,
+    .fuses_in_norm = 1, .decode_block = decode_block,
 };

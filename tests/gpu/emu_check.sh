@@ -82,4 +82,17 @@ if [ $# -eq 0 ]; then # our sm_90 GEMM on the cases of the ops it takes under GD
       { echo "emu_check: GDN_CUDA_WG_FORMS=$f: gemm_wg_swiglu ran ${n:-0} times (expected ${want}$([ "$want" = 0 ] || echo ' or more'))"; exit 1; }
     echo "GDN_CUDA_WG_FORMS=$f: gemm_wg_swiglu launches ${n:-0}"
   done
+  # the GDN block's decode step runs its one kernel at batch 1 (the bitwise check against the five ops would pass
+  # trivially if both ran the five ops), on a grid of 3 blocks (the phases' rows and the mixer's 16 parts stride over
+  # it), and GDN_DECODE_BLOCK=0 launches it only in that check (5 steps in each mode; the cases: 3 at batch 1, run
+  # twice in each mode)
+  for v in 1:22 0:10; do
+    GDN_DECODE_BLOCK=${v%%:*} GDN_CUDA_GDB_GRID=3 EMU_COUNT_KERNEL=gdn_decode_block OMP_NUM_THREADS=1 \
+      "$OUT/test_cuda_ops" --quick --only gdn_decode_block_fwd > "$OUT/gdb.out" 2> "$OUT/gdb.err" ||
+      { echo "emu_check: gdn_decode_block_fwd failed on a grid of 3 blocks"; cat "$OUT/gdb.out" "$OUT/gdb.err"; exit 1; }
+    n=$(launches gdn_decode_block "$OUT/gdb.err")
+    [ "${n:-0}" -eq "${v##*:}" ] ||
+      { echo "emu_check: GDN_DECODE_BLOCK=${v%%:*}: gdn_decode_block ran ${n:-0} times (expected ${v##*:})"; exit 1; }
+    echo "GDN_DECODE_BLOCK=${v%%:*}: gdn_decode_block launches $n"
+  done
 fi

@@ -244,6 +244,11 @@ static void build_cases(int quick) {
     cases_rmsnorm_matmul_swiglu(&g, 2, 24, 2048, 1);   // few features, long K: 4 slices, one feature a round
     cases_rmsnorm_matmul_swiglu(&g, 1, 50, 36, 1);     // K % 8 != 0: the unfused ops
     cases_rmsnorm_matmul_swiglu(&g, 16, 64, 48, 1);    // batch 16: the unfused ops
+    // a GDN block's whole decode step (appended, as above): batch 1 in one kernel, block 0's form, batch 2's five ops
+    cases_gdn_decode_block(&g, 1, 256, 2, 4, 32, 48, 4, 200, 1);
+    cases_gdn_decode_block(&g, 1, 256, 2, 4, 32, 48, 4, 200, 0);
+    cases_gdn_decode_block(&g, 2, 256, 2, 4, 32, 48, 4, 200, 1);
+    cases_gdn_decode_block(&g, 1, 1024, 4, 8, 64, 64, 4, 4096, 1); // the 300M's block
     if (quick) {
         int w = 0;
         for (int x = 0; x < g_ncases; x++)
@@ -814,6 +819,7 @@ int main(int argc, char **argv) {
     if (!only || strstr("adamw_multi", only)) check_adamw_multi_per_run(g32, 0), check_adamw_multi_per_run(g16, 1);
     if (!only || strstr("delta_rule_fwd", only) || strstr("delta_rule_bwd", only)) check_delta_scratch(g32), check_delta_scratch(g16);
     if (!only || strstr("swiglu_bwd", only)) check_swiglu_recompute(g32), check_swiglu_recompute(g16);
+    if (!only || strstr("gdn_decode_block_fwd", only)) check_decode_block_bits(g32), check_decode_block_bits(g16);
     if (!only || strstr("lmhead_ce", only)) check_lmhead_scratch(g32), check_lmhead_scratch(g16), check_lmhead_scratch_fit(g32),
             check_lmhead_scratch_fit(g16);
     for (int x = 0; x < g_ncases; x++) {

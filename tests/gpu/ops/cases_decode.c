@@ -3,9 +3,10 @@
 // an EOD token), and the small-M GEMMs with the RMSNorm or SwiGLU before them (rmsnorm_matmul_fwd,
 // swiglu_matmul_fwd; matmul_fwd at M <= 4 takes the same GEMV kernel: cases_matmul with small M), the lm head
 // with the final norm and the argmax (lmhead_norm_argmax), and the reset of a state whose row ended in EOD across
-// forward calls (state_reset_at_eod).
+// forward calls (state_reset_at_eod); a GDN block's whole decode step (gdn_decode_block_fwd).
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/gpu/ops/harness.h"
 
@@ -163,4 +164,138 @@ void cases_lmhead_norm_argmax(Rng *g, int M, int V, int h, int resid, int big, i
         for (int e = 0; e < ring_k * M; e++) ring->init_i[e] = -1 - e;
         add_t(c, "count", K_I32, R_ACC, 1, 1, 1, F32_EXACT, B16_EXACT)->init_i[0] = ring_k + 2;
     }
+}
+
+// ---- gdn_decode_block_fwd: GdnDecodeBlockArgs from the case's tensors (the order below); resid NULL: block 0, whose
+// input norm writes no s_attn and whose MLP norm's residual is x itself (the model's s_attn aliases the embeddings)
+enum { DB_X, DB_RESID, DB_NORMS, DB_WIN, DB_CONVW, DB_GATES, DB_WO, DB_WGU, DB_WDOWN, DB_P, DB_SATTN, DB_CONV, DB_S,
+       DB_ON, DB_OUT, DB_SMLP, DB_H, DB_N };
+static GdnDecodeBlockArgs decode_block_args(void **p, const int *I, float eps, size_t fb) {
+    // I: B h H HV dk dv K F ldp resid;  fb: bytes of an fp32
+    const int h = I[1], HV = I[3], resid = I[9];
+    const char *norms = p[DB_NORMS], *gates = p[DB_GATES];
+    return (GdnDecodeBlockArgs){.x = p[DB_X], .resid = resid ? p[DB_RESID] : NULL, .s_attn = resid ? p[DB_SATTN] : NULL,
+                                .attn_norm = (const float *)norms, .W_in = p[DB_WIN], .P = p[DB_P], .ldp = I[8],
+                                .conv_w = p[DB_CONVW], .A_log = (const float *)gates,
+                                .dt_bias = (const float *)(gates + HV * fb), .o_norm = (const float *)(norms + 2 * h * fb),
+                                .conv_state = p[DB_CONV], .S = p[DB_S], .ids = NULL, .eod = 7, .on = p[DB_ON],
+                                .W_o = p[DB_WO], .out = p[DB_OUT], .mlp_resid = resid ? p[DB_SATTN] : p[DB_X],
+                                .s_mlp = p[DB_SMLP], .mlp_norm = (const float *)(norms + h * fb), .W_gu = p[DB_WGU],
+                                .hbuf = p[DB_H], .W_down = p[DB_WDOWN], .B = I[0], .h = h, .H = I[2], .HV = HV,
+                                .dk = I[4], .dv = I[5], .K = I[6], .F = I[7], .eps = eps};
+}
+static void run_gdn_decode_block(const Backend *be, void **p, const Case *c) {
+    GdnDecodeBlockArgs a = decode_block_args(p, c->i, c->f[0], 4);
+    be->gdn_decode_block_fwd(&a);
+}
+
+static const Tol F32_BLOCK = {2e-5f, "five ops chained: the GEMVs' fp32 sums in another order than the CPU's feed the "
+                                     "mixer, the projection and the MLP (~1e-6 each)"};
+
+// One block's decode step against the CPU's five ops in sequence (at B = 1 and the GEMVs' shapes: one kernel).
+void cases_gdn_decode_block(Rng *g, int B, int h, int H, int HV, int dk, int dv, int K, int F, int resid) {
+    const int Kd = H * dk, Vd = HV * dv, Dc = 2 * Kd + Vd, Dp = Dc + Vd + 2 * HV;
+    Case *c = new_case("gdn_decode_block_fwd", run_gdn_decode_block, "B=%d h=%d H=%d HV=%d dk=%d dv=%d K=%d F=%d%s", B,
+                       h, H, HV, dk, dv, K, F, resid ? " resid" : "");
+    int *I = c->i;
+    I[0] = B, I[1] = h, I[2] = H, I[3] = HV, I[4] = dk, I[5] = dv, I[6] = K, I[7] = F, I[8] = Dp, I[9] = resid;
+    c->f[0] = 1e-6f;
+    fill_normal(add_in(c, "x", K_ACT, B, h, 0), g, 0, 1);
+    Tensor *r = add_in(c, "resid", K_ACT, B, h, 0);
+    fill_normal(r, g, 0, 1);
+    if (!resid) r->is_null = 1;
+    fill_normal(add_in(c, "norms", K_F32, 1, 2 * h + dv, 0), g, 1, 0.1f); // attn_norm, mlp_norm, o_norm
+    fill_normal(add_in(c, "W_in", K_ACT, Dp, h, 0), g, 0, 0.05f);
+    fill_normal(add_in(c, "conv_w", K_F32, Dc, K, 0), g, 0, 0.4f);
+    Tensor *gt = add_in(c, "gates", K_F32, 2, HV, 0); // A_log, dt_bias
+    for (int j = 0; j < HV; j++) gt->init[j] = logf(rng_uniform(g, 1, 16)), gt->init[HV + j] = rng_uniform(g, -6.9f, -2.25f);
+    fill_normal(add_in(c, "W_o", K_ACT, h, Vd, 0), g, 0, 0.05f);
+    fill_normal(add_in(c, "W_gu", K_ACT, 2 * F, h, 0), g, 0, 0.05f);
+    fill_normal(add_in(c, "W_down", K_ACT, h, F, 0), g, 0, 0.05f);
+    add_t(c, "P", K_ACT, R_OUT, B, Dp, 0, F32_GEMM, B16_NORM_GEMM);
+    Tensor *sa = add_t(c, "s_attn", K_ACT, R_OUT, B, h, 0, F32_EXACT, B16_STORE);
+    if (!resid) sa->is_null = 1;
+    fill_normal(add_t(c, "conv_state", K_F32, R_ACC, (size_t)B * Dc, K - 1 > 0 ? K - 1 : 1, 0, F32_GEMM, B16_NORM_GEMM),
+                g, 0, 1);
+    fill_normal(add_t(c, "S", K_F32, R_ACC, (size_t)B * HV, (size_t)dk * dv, 0, F32_BLOCK, B16_DELTA_F32), g, 0, 0.3f);
+    add_t(c, "on", K_ACT, R_OUT, B, Vd, 0, F32_BLOCK, B16_DECODE);
+    add_t(c, "out", K_ACT, R_OUT, B, h, 0, F32_BLOCK, B16_DECODE);
+    add_t(c, "s_mlp", K_ACT, R_OUT, B, h, 0, F32_BLOCK, B16_DECODE);
+    add_t(c, "h", K_ACT, R_OUT, B, F, 0, F32_BLOCK, B16_DECODE);
+}
+
+// The block kernel against the table's five ops on the same backend (GDN_DECODE_BLOCK=0 runs them), bit for bit:
+// two steps from the same random inputs and states (the second reads the states the first wrote), every output and
+// both states compared; with and without the residual (block 0's form).
+void check_decode_block_bits(const Backend *be) {
+    static const int shapes[3][9] = {
+        // h H HV dk dv K F resid steps
+        {1024, 4, 8, 64, 64, 4, 4096, 1, 2}, // the 300M's block
+        {256, 2, 4, 32, 48, 4, 200, 1, 2},   // GVA 2, dv = 48, F not a multiple of 64
+        {256, 2, 4, 32, 48, 4, 200, 0, 1},   // block 0: no residual, no s_attn
+    };
+    const char *env = getenv("GDN_DECODE_BLOCK");
+    char *saved = env ? strdup(env) : NULL;
+    Rng g = {0xb10c};
+    const size_t ab = (size_t)be->act_bytes;
+    for (int s = 0; s < 3; s++) {
+        const int *S = shapes[s], h = S[0], H = S[1], HV = S[2], dk = S[3], dv = S[4], K = S[5], F = S[6];
+        const int Kd = H * dk, Vd = HV * dv, Dc = 2 * Kd + Vd, Dp = Dc + Vd + 2 * HV;
+        const int I[10] = {1, h, H, HV, dk, dv, K, F, Dp, S[7]};
+        // sizes (elements) and kinds (1 = act) of the DB_* buffers
+        const size_t n[DB_N] = {(size_t)h, (size_t)h, (size_t)2 * h + dv, (size_t)Dp * h, (size_t)Dc * K, (size_t)2 * HV,
+                                (size_t)h * Vd, (size_t)2 * F * h, (size_t)h * F, (size_t)Dp, (size_t)h,
+                                (size_t)Dc * (K - 1), (size_t)HV * dk * dv, (size_t)Vd, (size_t)h, (size_t)h, (size_t)F};
+        const int act[DB_N] = {1, 1, 0, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1};
+        void *run[2][DB_N];
+        float *hf = NULL;
+        for (int x = 0; x < DB_N; x++) {
+            hf = xrealloc(hf, n[x] * 4);
+            for (size_t e = 0; e < n[x]; e++)
+                hf[e] = x == DB_NORMS ? 1 + 0.1f * rng_normal(&g)
+                        : x == DB_GATES ? (e < (size_t)HV ? logf(rng_uniform(&g, 1, 16)) : rng_uniform(&g, -6.9f, -2.25f))
+                        : x == DB_WIN || x == DB_WO || x == DB_WGU || x == DB_WDOWN ? 0.05f * rng_normal(&g)
+                        : x == DB_CONVW ? 0.4f * rng_normal(&g)
+                        : x == DB_S ? 0.3f * rng_normal(&g)
+                                    : rng_normal(&g); // x, resid, the conv state; outputs start as noise too
+            float *st = be->alloc(n[x] * 4);
+            be->memcpy_h2d(st, hf, n[x] * 4);
+            for (int k = 0; k < 2; k++) {
+                run[k][x] = be->alloc(n[x] * (act[x] ? ab : 4));
+                if (act[x]) be->to_act(run[k][x], st, n[x]);
+                else be->memcpy_d2d(run[k][x], st, n[x] * 4);
+            }
+            be->free(st);
+        }
+        free(hf);
+        for (int k = 0; k < 2; k++) { // k = 0: the block kernel, 1: the five ops
+            setenv("GDN_DECODE_BLOCK", k ? "0" : "1", 1);
+            GdnDecodeBlockArgs a = decode_block_args(run[k], I, 1e-6f, 4);
+            for (int step = 0; step < S[8]; step++) be->gdn_decode_block_fwd(&a);
+        }
+        int same = 1;
+        char which[128] = "";
+        for (int x = DB_P; x < DB_N; x++) {
+            const size_t bytes = n[x] * (act[x] ? ab : 4);
+            char *a = xmalloc(bytes), *b = xmalloc(bytes);
+            be->memcpy_d2h(a, run[0][x], bytes), be->memcpy_d2h(b, run[1][x], bytes);
+            if (memcmp(a, b, bytes) && strlen(which) < 100) {
+                static const char *names[DB_N] = {[DB_P] = "P", [DB_SATTN] = "s_attn", [DB_CONV] = "conv_state",
+                                                  [DB_S] = "S", [DB_ON] = "on", [DB_OUT] = "out", [DB_SMLP] = "s_mlp",
+                                                  [DB_H] = "h"};
+                strcat(which, " "), strcat(which, names[x]);
+                same = 0;
+            }
+            free(a), free(b);
+        }
+        for (int k = 0; k < 2; k++)
+            for (int x = 0; x < DB_N; x++) be->free(run[k][x]);
+        g_checks++;
+        if (!same) g_failures++;
+        printf("%s gdn_decode_block_fwd h=%d H=%d HV=%d dv=%d F=%d%s, %d step%s: kernel vs the five ops %-8s %s%s%s\n",
+               same ? "PASS" : "FAIL", h, H, HV, dv, F, S[7] ? " resid" : "", S[8], S[8] > 1 ? "s" : "",
+               ab == 2 ? "bf16" : "fp32", same ? "bits" : "differ:", which, "");
+    }
+    if (saved) setenv("GDN_DECODE_BLOCK", saved, 1), free(saved);
+    else unsetenv("GDN_DECODE_BLOCK");
 }

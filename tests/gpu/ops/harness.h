@@ -60,7 +60,7 @@ float rng_normal(Rng *g);
 // ===================================================================================================
 // cases
 
-enum { GUARD = 256, MAXT = 16 };
+enum { GUARD = 256, MAXT = 24 };
 typedef enum { K_ACT, K_F32, K_I32 } Kind;
 // input; overwritten output; += / in-out; scratch the op may write (contents undefined after: not compared)
 typedef enum { R_IN, R_OUT, R_ACC, R_SCRATCH } Role;
@@ -160,5 +160,7 @@ void cases_gdn_decode(Rng *g, int B, int H, int HV, int dk, int dv, int K, int p
 void cases_rmsnorm_matmul(Rng *g, int M, int N, int K, int resid, int pad);
 void cases_swiglu_matmul(Rng *g, int M, int N, int K, int pad);
 void cases_rmsnorm_matmul_swiglu(Rng *g, int M, int F, int K, int resid);
+void cases_gdn_decode_block(Rng *g, int B, int h, int H, int HV, int dk, int dv, int K, int F, int resid);
+void check_decode_block_bits(const Backend *be); // the block kernel == the table's five ops, bit for bit
 void cases_lmhead_norm_argmax(Rng *g, int M, int V, int h, int resid, int big, int ring_k);
 void cases_state_reset(Rng *g, int B, int T, int row); // state_reset_at_eod (packed documents across calls)

@@ -1,0 +1,176 @@
+// gdn_decode_block.cu: a GDN block's whole decode step at batch 1 as one kernel (backend.h gdn_decode_block_fwd):
+// the input norm + in_proj GEMV, the token mixer, the o_proj GEMV, the MLP's norm + gate|up GEMV with SwiGLU and the
+// down GEMV, the five kernels that gemv.cu and gdn_decode.cu launch one after another.
+//
+// Why: at batch 1 a decode step is ~60 small dependent kernels (12 blocks x 5, the lm head) whose weights stream in
+// ~0.13 ms on an H200, while the step takes ~0.45 ms: each kernel boundary costs the drain of the kernel before and
+// the ramp of the next (~4-5 us under programmatic launch, notes/PERF.md), and the work between two boundaries is
+// ~1-3 us. Here the five parts are phases of one kernel whose blocks are all resident (grid = the occupancy's
+// blocks per multiprocessor x the multiprocessors), separated by a barrier across the grid (~1-2 us: an atomic and
+// a poll in L2), and every block puts its shares of all four weights into L2 before the first phase, while the
+// kernel before it (the previous block's) finishes.
+// The phases run the standalone kernels' bodies (gemv_run, gd_run) with the same K slices, staging and mixer split,
+// so the results are those of the five ops in sequence, bit for bit (test_cuda_ops' gdn_decode_block cases hold the
+// kernel to the table's own five ops on the same device). Shapes or batches the bodies do not take, and
+// GDN_DECODE_BLOCK=0, run the five ops.
+#include "cuda/gdn_decode.cuh"
+#include "cuda/gemv.cuh"
+
+enum { GDB_THREADS = GEMV_WARPS * 32 }; // = GD_COLS x GD_ROWS, the mixer's block
+static_assert(GDB_THREADS == GD_COLS * GD_ROWS, "the GEMV and mixer bodies share the block");
+
+#ifdef GDN_EMU
+static unsigned g_gdb_bar[2];
+#else
+static __device__ unsigned g_gdb_bar[2]; // the grid barrier's arrivals and exits (cu_grid_sync), zero between launches
+#endif
+
+struct GdbArgs {
+    GemvArgs in, o, gu, down;
+    GdArgs mix;
+    int s_in, s_o, s_gu, s_down; // each GEMV's K slices: gemv_slices', as its standalone launch takes them
+    int mix_blocks;              // the mixer's blocks (H x parts at B = 1)
+    int prefetch_all;            // the four weights fit in L2: every block prefetches its shares of all of them first
+};
+
+template <typename T, bool SWO, typename Wait>
+__device__ __forceinline__ void gdb_gemv(const GemvArgs &a, int S, float *xs, Wait wait) {
+    if (S == 4) gemv_run<T, 1, true, 4, false, SWO>(a, xs, 0, wait);
+    else if (S == 2) gemv_run<T, 1, true, 2, false, SWO>(a, xs, 0, wait);
+    else gemv_run<T, 1, true, 1, false, SWO>(a, xs, 0, wait);
+}
+template <typename T, bool SWO> __device__ __forceinline__ void gdb_prefetch(const GemvArgs &a, int S) {
+    if (S == 4) gemv_prefetch<T, SWO, 4>(a);
+    else if (S == 2) gemv_prefetch<T, SWO, 2>(a);
+    else gemv_prefetch<T, SWO, 1>(a);
+}
+
+// grid: at most every block resident (cu_coop_blocks); the GEMV phases stride their rows over the grid as the
+// standalone kernels do, the mixer's blocks are blocks 0 .. mix_blocks - 1 (a block takes several only in a grid
+// smaller than that, the emulator's). Each phase's first weight loads are issued before its barrier.
+template <typename T> __global__ void __launch_bounds__(GDB_THREADS, 2) gdn_decode_block_kernel(GdbArgs a) {
+    CU_DYN_SMEM(float, xs);
+    unsigned passed = 0;
+    auto sync = [&] { cu_grid_sync(g_gdb_bar, passed); };
+    cu_pdl_trigger();
+    gdb_prefetch<T, false>(a.in, a.s_in);
+    if (a.prefetch_all) {
+        gdb_prefetch<T, false>(a.o, a.s_o);
+        gdb_prefetch<T, true>(a.gu, a.s_gu);
+        gdb_prefetch<T, false>(a.down, a.s_down);
+    }
+    // P = RMSNorm(x + resid) . W_in^T, after the kernel before (the previous block's MLP) has finished
+    gdb_gemv<T, false>(a.in, a.s_in, xs, [] { cu_pdl_wait(); });
+    // the token mixer: on = mixer(P), the conv state and S updated
+    bool waited = false;
+    auto sync_once = [&] {
+        if (!waited) sync();
+        waited = true;
+    };
+    for (unsigned vb = blockIdx.x; vb < (unsigned)a.mix_blocks; vb += gridDim.x) {
+        gd_run<T, 1>(a.mix, vb, 0u, (int)threadIdx.x % GD_COLS, (int)threadIdx.x / GD_COLS, sync_once);
+        __syncthreads(); // the next part (emulator's small grids) reuses the body's shared memory
+    }
+    sync_once();
+    // out = on . W_o^T
+    if (!a.prefetch_all) gdb_prefetch<T, false>(a.o, a.s_o);
+    gdb_gemv<T, false>(a.o, a.s_o, xs, sync);
+    // h = swiglu(RMSNorm(out + s_attn) . [gate; up]^T)
+    if (!a.prefetch_all) gdb_prefetch<T, true>(a.gu, a.s_gu);
+    gdb_gemv<T, true>(a.gu, a.s_gu, xs, sync);
+    // out = h . W_down^T
+    if (!a.prefetch_all) gdb_prefetch<T, false>(a.down, a.s_down);
+    gdb_gemv<T, false>(a.down, a.s_down, xs, sync);
+    cu_grid_exit(g_gdb_bar);
+}
+
+static const Backend *g_gdb_table[2]; // the tables this op is registered in (their other ops: the five-op form)
+
+static void gdb_unfused(const Backend *be, const GdnDecodeBlockArgs *p) {
+    const GdnDecodeBlockArgs &A = *p;
+    const int Vd = A.HV * A.dv;
+    be->rmsnorm_matmul_fwd(A.P, A.ldp, A.s_attn, A.x, A.resid, A.attn_norm, A.W_in, A.B, A.ldp, A.h, A.eps);
+    be->gdn_decode_fwd(A.on, Vd, A.P, A.ldp, A.conv_w, A.conv_state, A.S, A.A_log, A.dt_bias, A.o_norm, A.ids, A.eod,
+                       A.B, A.H, A.HV, A.dk, A.dv, A.K, A.eps);
+    be->matmul_fwd(A.out, A.h, A.on, Vd, A.W_o, A.B, A.h, Vd, 0);
+    be->rmsnorm_matmul_swiglu_fwd(A.hbuf, A.s_mlp, A.out, A.mlp_resid, A.mlp_norm, A.W_gu, A.B, A.F, A.h, A.eps);
+    be->matmul_fwd(A.out, A.h, A.hbuf, A.F, A.W_down, A.B, A.h, A.F, 0);
+}
+
+// blocks of the kernel that can be resident at once (GDN_CUDA_GDB_GRID caps it: the emulator's checks run small grids)
+template <typename T> static unsigned gdb_grid(size_t smem) {
+    int per_sm = 0;
+    CU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void *>(gdn_decode_block_kernel<T>),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void *>(gdn_decode_block_kernel<T>),
+                                                           GDB_THREADS, smem));
+    unsigned g = (unsigned)(per_sm > 2 ? 2 : per_sm) * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
+    const char *e = getenv("GDN_CUDA_GDB_GRID");
+#ifdef GDN_EMU
+    if (!e) e = "5"; // every block's threads live at once in the emulator: a few blocks, each taking several parts
+#endif
+    if (e && atoi(e) > 0 && (unsigned)atoi(e) < g) g = (unsigned)atoi(e);
+    return g;
+}
+
+template <typename T> static void cu_gdn_decode_block_fwd(const GdnDecodeBlockArgs *p) {
+    CU_REQUIRE(p, "gdn_decode_block_fwd", "NULL arguments");
+    const GdnDecodeBlockArgs &A = *p;
+    CU_REQUIRE(A.x && A.attn_norm && A.W_in && A.P && A.conv_w && A.A_log && A.dt_bias && A.o_norm && A.conv_state &&
+                   A.S && A.on && A.W_o && A.out && A.mlp_resid && A.mlp_norm && A.W_gu && A.hbuf && A.W_down,
+               "gdn_decode_block_fwd", "NULL pointer");
+    CU_REQUIRE(A.B >= 0 && A.h > 0 && A.H > 0 && A.HV > 0 && A.HV % A.H == 0 && A.dk > 0 && A.dv > 0 && A.F > 0 &&
+                   A.ldp >= 2 * A.H * A.dk + 2 * A.HV * A.dv + 2 * A.HV,
+               "gdn_decode_block_fwd", "bad shape B=%d h=%d H=%d HV=%d dk=%d dv=%d F=%d ldp=%d", A.B, A.h, A.H, A.HV,
+               A.dk, A.dv, A.F, A.ldp);
+    CU_REQUIRE(!A.s_attn || (A.s_attn != A.x && A.s_attn != A.resid), "gdn_decode_block_fwd",
+               "s_attn may not alias x or resid (other blocks still read them)");
+    CU_REQUIRE(!A.s_mlp || (A.s_mlp != A.out && A.s_mlp != A.mlp_resid), "gdn_decode_block_fwd",
+               "s_mlp may not alias out or mlp_resid (other blocks still read them)");
+    if (A.B == 0) return;
+    const Backend *be = g_gdb_table[sizeof(T) == sizeof(bf16)];
+    // GDN_DECODE_BLOCK=0: the five ops, for the A/B (read at each call: test_cuda_ops holds both forms to the same bits)
+    const bool on = !(getenv("GDN_DECODE_BLOCK") && !strcmp(getenv("GDN_DECODE_BLOCK"), "0"));
+    const int Vd = A.HV * A.dv, V = 16 / (int)sizeof(T);
+    int parts = 1, W = 0;
+    if (A.B == 1) gd_plan(A.B, A.H, A.HV, A.dv, &parts, &W);
+    // what the bodies take: one row, every K staged in shared memory, 16-byte weight rows, the mixer split in parts
+    const bool fits = on && A.B == 1 && gemv_fits(1, A.h) && gemv_fits(1, Vd) && gemv_fits(1, A.F) && A.h % V == 0 &&
+                      Vd % V == 0 && A.F % V == 0 && cu_aligned16(A.W_in) && cu_aligned16(A.W_o) &&
+                      cu_aligned16(A.W_gu) && cu_aligned16(A.W_down) &&
+                      gd_fits(A.B, A.H, A.HV, A.dk, A.dv, A.K) && parts > 1;
+    if (!fits) {
+        gdb_unfused(be, p);
+        return;
+    }
+    GdbArgs a = {};
+    // each GEMV's arguments as its op fills them (cuda/gemv.cu)
+    a.in = {A.P, A.s_attn, A.x, A.resid, A.W_in, A.attn_norm, A.ldp, A.h, 1, A.ldp, A.h, 0, GV_RMSNORM, A.eps, 0,
+            nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
+    a.o = {A.out, nullptr, A.on, nullptr, A.W_o, nullptr, A.h, Vd, 1, A.h, Vd, 0, GV_PLAIN, 0.0f, 0,
+           nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
+    a.gu = {A.hbuf, A.s_mlp, A.out, A.mlp_resid, A.W_gu, A.mlp_norm, A.F, A.h, 1, 2 * A.F, A.h, 0, GV_RMSNORM, A.eps, 0,
+            nullptr, nullptr, nullptr, nullptr, 1, nullptr, nullptr, 0};
+    a.down = {A.out, nullptr, A.hbuf, nullptr, A.W_down, nullptr, A.h, A.F, 1, A.h, A.F, 0, GV_PLAIN, 0.0f, 0,
+              nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
+    gemv_prepare<T>(a.in), gemv_prepare<T>(a.o), gemv_prepare<T>(a.gu), gemv_prepare<T>(a.down);
+    a.s_in = gemv_slices(a.in.N, a.in.K, V, 1), a.s_o = gemv_slices(a.o.N, a.o.K, V, 1);
+    a.s_gu = gemv_slices(a.gu.N, a.gu.K, V, 1), a.s_down = gemv_slices(a.down.N, a.down.K, V, 1);
+    a.mix = {A.on, A.P, A.conv_w, A.A_log, A.dt_bias, A.o_norm, A.conv_state, A.S, A.ids, A.eod, Vd, A.ldp, A.H, A.HV,
+             A.dk, A.dv, A.K, parts, W, A.eps, 1.0f / sqrtf((float)A.dk)};
+    a.mix_blocks = A.H * parts;
+    // ~29 MB at the 300M (in_proj 3.2, o_proj 1, gate|up 16.8, down 8.4): within an H100's or H200's 50 MB of L2
+    const size_t wbytes = ((size_t)A.ldp * A.h + (size_t)A.h * Vd + (size_t)3 * A.F * A.h) * sizeof(T);
+    a.prefetch_all = wbytes <= (size_t)32 << 20;
+    const int kmax = A.h > Vd ? (A.h > A.F ? A.h : A.F) : (Vd > A.F ? Vd : A.F);
+    const size_t smem = (size_t)kmax * sizeof(float);
+    static size_t grid_smem = 0; // the grid for the shared memory it was computed for
+    static unsigned grid = 0;
+    if (!grid || grid_smem != smem) grid = gdb_grid<T>(smem), grid_smem = smem;
+    cu_launch_coop("gdn_decode_block", gdn_decode_block_kernel<T>, dim3(grid), dim3(GDB_THREADS), smem, a);
+}
+
+void cu_register_gdn_decode_block(Backend *b, int use_bf16) {
+    b->gdn_decode_block_fwd = use_bf16 ? cu_gdn_decode_block_fwd<bf16> : cu_gdn_decode_block_fwd<float>;
+    g_gdb_table[use_bf16 ? 1 : 0] = b;
+}
