@@ -85,10 +85,11 @@ if [ $# -eq 0 ]; then # our sm_90 GEMM on the cases of the ops it takes under GD
   # the GDN block's decode step runs its one kernel at batch 1 (the bitwise check against the five ops would pass
   # trivially if both ran the five ops), on a grid of 3 blocks (the phases' rows and the mixer's 16 parts stride over
   # it), and GDN_DECODE_BLOCK=0 launches it only in that check (5 steps in each mode; the cases: 3 at batch 1, run
-  # twice in each mode)
-  for v in 1:22 0:10; do
-    GDN_DECODE_BLOCK=${v%%:*} GDN_CUDA_GDB_GRID=3 EMU_COUNT_KERNEL=gdn_decode_block OMP_NUM_THREADS=1 \
-      "$OUT/test_cuda_ops" --quick --only gdn_decode_block_fwd > "$OUT/gdb.out" 2> "$OUT/gdb.err" ||
+  # twice in each mode; unset, the cases set it to 1: the kernel is opt-in)
+  for v in 1:22 0:10 unset:22; do
+    ( [ "${v%%:*}" = unset ] && unset GDN_DECODE_BLOCK || export GDN_DECODE_BLOCK=${v%%:*}
+      GDN_CUDA_GDB_GRID=3 EMU_COUNT_KERNEL=gdn_decode_block OMP_NUM_THREADS=1 \
+      "$OUT/test_cuda_ops" --quick --only gdn_decode_block_fwd > "$OUT/gdb.out" 2> "$OUT/gdb.err" ) ||
       { echo "emu_check: gdn_decode_block_fwd failed on a grid of 3 blocks"; cat "$OUT/gdb.out" "$OUT/gdb.err"; exit 1; }
     n=$(launches gdn_decode_block "$OUT/gdb.err")
     [ "${n:-0}" -eq "${v##*:}" ] ||

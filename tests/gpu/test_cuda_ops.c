@@ -832,11 +832,15 @@ int main(int argc, char **argv) {
         if (grid[0]) setenv("GDN_CUDA_CE_GRID", grid, 1);
         if (!strncmp(c->op, "delta_rule", 10) && c->i[12] > 0) snprintf(bv, sizeof bv, "%d", c->i[12]);
         if (bv[0]) setenv("GDN_CUDA_DR_BV", bv, 1);
+        // the decode block kernel is opt-in (GDN_DECODE_BLOCK=1): its cases run it unless the caller chose
+        const int block_env = !strcmp(c->op, "gdn_decode_block_fwd") && !getenv("GDN_DECODE_BLOCK");
+        if (block_env) setenv("GDN_DECODE_BLOCK", "1", 1);
         check_case(c, cpu, g32, 0);
         check_case(c, cpu, g16, 1);
         if (forced[0]) unsetenv("GDN_CUDA_CE_ROWS");
         if (grid[0]) unsetenv("GDN_CUDA_CE_GRID");
         if (bv[0]) unsetenv("GDN_CUDA_DR_BV");
+        if (block_env) unsetenv("GDN_DECODE_BLOCK");
     }
     printf("%d checks, %d failed\n", g_checks, g_failures);
     return g_failures ? 1 : 0;
