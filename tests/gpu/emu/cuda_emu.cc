@@ -415,14 +415,29 @@ static void count_launch(const char *name) {
     if (g_count_name && !strcmp(name, g_count_name)) g_count_hits++;
 }
 
-void launch(const char *name, dim3 grid, dim3 block, size_t smem, const std::function<void()> &body) {
-    const int nt = (int)(block.x * block.y * block.z);
+// What every launch does first: the thread order (EMU_ORDER), cp.async's completion mode, the launch counts.
+static bool launch_begin(const char *name) {
     const char *order = getenv("EMU_ORDER");
     const bool reverse = order && !strcmp(order, "reverse");
     const char *cp = getenv("EMU_CP_ASYNC");
     g_cp_eager = cp ? !strcmp(cp, "eager") : reverse;
     g_launches++;
     count_launch(name);
+    return reverse;
+}
+// Thread t of a block starting afresh on `stack`.
+static void fiber_start_thread(Fiber *f, int t, dim3 block, char *stack) {
+    f->tid = make_uint3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+    f->st = RUNNABLE;
+    f->copies.clear();
+    f->commits = 0;
+    f->wg_fn = NULL;
+    fiber_init(f, stack);
+}
+
+void launch(const char *name, dim3 grid, dim3 block, size_t smem, const std::function<void()> &body) {
+    const int nt = (int)(block.x * block.y * block.z);
+    const bool reverse = launch_begin(name);
     while ((int)g_fibers.size() < nt) {
         g_fibers.emplace_back();
         g_stacks.push_back((char *)malloc(STACK_BYTES));
@@ -444,15 +459,7 @@ void launch(const char *name, dim3 grid, dim3 block, size_t smem, const std::fun
                 memset(g_smem, 0xff, smem);         // NaN: reads of unwritten shared memory show up
                 memset(g_smem + smem, 0xa5, GUARD); // overrun guard
                 sm90_block_reset(nt);
-                for (int t = 0; t < nt; t++) {
-                    Fiber *f = &g_fibers[t];
-                    f->tid = make_uint3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
-                    f->st = RUNNABLE;
-                    f->copies.clear();
-                    f->commits = 0;
-                    f->wg_fn = NULL;
-                    fiber_init(f, g_stacks[t]);
-                }
+                for (int t = 0; t < nt; t++) fiber_start_thread(&g_fibers[t], t, block, g_stacks[t]);
                 (void)run_block(name, nt, reverse);
                 for (size_t x = 0; x < GUARD; x++)
                     if (g_smem[smem + x] != 0xa5)
@@ -462,12 +469,7 @@ void launch(const char *name, dim3 grid, dim3 block, size_t smem, const std::fun
 }
 void launch_coop(const char *name, dim3 grid, dim3 block, size_t smem, const std::function<void()> &body) {
     const int nt = (int)(block.x * block.y * block.z), G = (int)(grid.x * grid.y * grid.z);
-    const char *order = getenv("EMU_ORDER");
-    const bool reverse = order && !strcmp(order, "reverse");
-    const char *cp = getenv("EMU_CP_ASYNC");
-    g_cp_eager = cp ? !strcmp(cp, "eager") : reverse;
-    g_launches++;
-    count_launch(name);
+    const bool reverse = launch_begin(name);
     struct Block {
         std::vector<Fiber> fibers;
         std::vector<char *> stacks;
@@ -489,14 +491,8 @@ void launch_coop(const char *name, dim3 grid, dim3 block, size_t smem, const std
         memset(k.smem.data() + smem, 0xa5, GUARD);
         k.done = false;
         for (int t = 0; t < nt; t++) {
-            Fiber *f = &k.fibers[(size_t)t];
             k.stacks.push_back((char *)malloc(STACK_BYTES));
-            f->tid = make_uint3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
-            f->st = RUNNABLE;
-            f->copies.clear();
-            f->commits = 0;
-            f->wg_fn = NULL;
-            fiber_init(f, k.stacks.back());
+            fiber_start_thread(&k.fibers[(size_t)t], t, block, k.stacks.back());
         }
     }
     for (int phase = 0;; phase++) {
