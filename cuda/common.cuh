@@ -183,7 +183,9 @@ static inline void cu_launch_coop(const char *name, void (*kern)(KArgs...), dim3
 }
 // The barrier: every block's threads wait until all blocks of the grid have arrived; memory written before it by
 // any block is visible after it (the fence and acquire of cooperative groups' grid sync). passed: the barriers this
-// block has passed (block-uniform), which sets the arrival count to wait for.
+// block has passed (block-uniform), which sets the arrival count to wait for. A wait past 2 s traps: if the blocks
+// were ever not all resident (the grid past what the device holds at once), the kernel fails with a launch error at
+// the next synchronisation instead of hanging the process.
 __device__ __forceinline__ void cu_grid_sync(unsigned *bar, unsigned &passed) {
     passed++;
 #ifdef GDN_EMU
@@ -196,9 +198,14 @@ __device__ __forceinline__ void cu_grid_sync(unsigned *bar, unsigned &passed) {
         __threadfence();
         atomicAdd(bar, 1u);
         unsigned v;
-        do {
+        unsigned long long t0, t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        for (;;) {
             asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
-        } while (v < target);
+            if (v >= target) break;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+            if (t - t0 > 2000000000ull) __trap();
+        }
         __threadfence();
     }
     __syncthreads();
