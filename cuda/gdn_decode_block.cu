@@ -6,12 +6,12 @@
 // ~0.13 ms on an H200, while the step takes ~0.45 ms: each kernel boundary costs the drain of the kernel before and
 // the ramp of the next (~4-5 us under programmatic launch, notes/PERF.md), and the work between two boundaries is
 // ~1-3 us. Here the five parts are phases of one kernel whose blocks are all resident (grid = the occupancy's
-// blocks per multiprocessor x the multiprocessors), separated by a barrier across the grid (~1-2 us: an atomic and
-// a poll in L2), and every block puts its shares of all four weights into L2 before the first phase, while the
-// kernel before it (the previous block's) finishes.
+// blocks per multiprocessor x the multiprocessors), separated by a barrier across the grid (expected ~1-2 us: an
+// atomic and a poll in L2), and every block puts its shares of all four weights into L2 as it starts (its blocks
+// start as the kernel before drains: the grid fills every multiprocessor).
 // The phases run the standalone kernels' bodies (gemv_run, gd_run) with the same K slices, staging and mixer split,
-// so the results are those of the five ops in sequence, bit for bit (test_cuda_ops' gdn_decode_block cases hold the
-// kernel to the table's own five ops on the same device). Shapes or batches the bodies do not take run the five
+// so the results are those of the five ops in sequence, bit for bit (test_cuda_ops' check_decode_block_bits holds
+// the kernel to the table's own five ops on the same device). Shapes or batches the bodies do not take run the five
 // ops, and so does everything until GDN_DECODE_BLOCK=1 (opt-in: not yet run on a GPU).
 #include "cuda/gdn_decode.cuh"
 #include "cuda/gemv.cuh"
