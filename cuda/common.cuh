@@ -131,6 +131,12 @@ __device__ __forceinline__ void cu_pdl_trigger() {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+// A device function kept out of line (its caller's code is then compiled as if it were not there).
+#ifdef GDN_EMU
+#define CU_NOINLINE __attribute__((noinline))
+#else
+#define CU_NOINLINE __noinline__
+#endif
 // Brings the 128-byte line holding p into L2 (no register result: nothing waits for it).
 __device__ __forceinline__ void cu_prefetch_l2(const void *p) {
 #if !defined(GDN_EMU) && defined(__CUDA_ARCH__)

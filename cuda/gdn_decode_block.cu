@@ -147,14 +147,12 @@ template <typename T> static void cu_gdn_decode_block_fwd(const GdnDecodeBlockAr
     }
     GdbArgs a = {};
     // each GEMV's arguments as its op fills them (cuda/gemv.cu)
-    a.in = {A.P, A.s_attn, A.x, A.resid, A.W_in, A.attn_norm, A.ldp, A.h, 1, A.ldp, A.h, 0, GV_RMSNORM, A.eps, 0,
-            nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
-    a.o = {A.out, nullptr, A.on, nullptr, A.W_o, nullptr, A.h, Vd, 1, A.h, Vd, 0, GV_PLAIN, 0.0f, 0,
-           nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
-    a.gu = {A.hbuf, A.s_mlp, A.out, A.mlp_resid, A.W_gu, A.mlp_norm, A.F, A.h, 1, 2 * A.F, A.h, 0, GV_RMSNORM, A.eps, 0,
-            nullptr, nullptr, nullptr, nullptr, 1, nullptr, nullptr, 0};
-    a.down = {A.out, nullptr, A.hbuf, nullptr, A.W_down, nullptr, A.h, A.F, 1, A.h, A.F, 0, GV_PLAIN, 0.0f, 0,
-              nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
+    a.in = gemv_args(A.P, A.ldp, A.x, A.h, A.W_in, 1, A.ldp, A.h, GV_RMSNORM);
+    a.in.s_out = A.s_attn, a.in.resid = A.resid, a.in.nw = A.attn_norm, a.in.eps = A.eps;
+    a.o = gemv_args(A.out, A.h, A.on, Vd, A.W_o, 1, A.h, Vd, GV_PLAIN);
+    a.gu = gemv_args(A.hbuf, A.F, A.out, A.h, A.W_gu, 1, 2 * A.F, A.h, GV_RMSNORM);
+    a.gu.s_out = A.s_mlp, a.gu.resid = A.mlp_resid, a.gu.nw = A.mlp_norm, a.gu.eps = A.eps, a.gu.swiglu_out = 1;
+    a.down = gemv_args(A.out, A.h, A.hbuf, A.F, A.W_down, 1, A.h, A.F, GV_PLAIN);
     gemv_prepare<T>(a.in), gemv_prepare<T>(a.o), gemv_prepare<T>(a.gu), gemv_prepare<T>(a.down);
     a.s_in = gemv_slices(a.in.N, a.in.K, V, 1), a.s_o = gemv_slices(a.o.N, a.o.K, V, 1);
     a.s_gu = gemv_slices(a.gu.N, a.gu.K, V, 1), a.s_down = gemv_slices(a.down.N, a.down.K, V, 1);

@@ -108,8 +108,8 @@ static void cu_matmul_fwd_small(void *y, int ldy, const void *x, int ldx, const 
         Unfused<T>::matmul_fwd(y, ldy, x, ldx, W, M, N, K, accumulate);
         return;
     }
-    GemvArgs a = {y, nullptr, x, nullptr, W, nullptr, ldy, ldx, M, N, K, accumulate, GV_PLAIN, 0.0f, 0,
-                  nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
+    GemvArgs a = gemv_args(y, ldy, x, ldx, W, M, N, K, GV_PLAIN);
+    a.accumulate = (uint8_t)(accumulate != 0);
     gemv_launch<T>(a);
 }
 
@@ -131,8 +131,8 @@ static void cu_rmsnorm_matmul_fwd(void *y, int ldy, void *s_out, const void *x, 
         cu_scratch_free(xn);
         return;
     }
-    GemvArgs a = {y, s_out, x, resid, W, nw, ldy, K, M, N, K, 0, GV_RMSNORM, eps, 0,
-                  nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
+    GemvArgs a = gemv_args(y, ldy, x, K, W, M, N, K, GV_RMSNORM);
+    a.s_out = s_out, a.resid = resid, a.nw = nw, a.eps = eps;
     gemv_launch<T>(a);
 }
 
@@ -149,8 +149,7 @@ static void cu_swiglu_matmul_fwd(void *y, int ldy, const void *gu, const void *W
         cu_scratch_free(h);
         return;
     }
-    GemvArgs a = {y, nullptr, gu, nullptr, W, nullptr, ldy, 2 * K, M, N, K, 0, GV_SWIGLU, 0.0f, 0,
-                  nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
+    GemvArgs a = gemv_args(y, ldy, gu, 2 * K, W, M, N, K, GV_SWIGLU);
     gemv_launch<T>(a);
 }
 
@@ -171,8 +170,8 @@ static void cu_rmsnorm_matmul_swiglu_fwd(void *h, void *s_out, const void *x, co
         cu_scratch_free(gu);
         return;
     }
-    GemvArgs a = {h, s_out, x, resid, W, nw, F, K, M, 2 * F, K, 0, GV_RMSNORM, eps, 0,
-                  nullptr, nullptr, nullptr, nullptr, 1, nullptr, nullptr, 0};
+    GemvArgs a = gemv_args(h, F, x, K, W, M, 2 * F, K, GV_RMSNORM);
+    a.s_out = s_out, a.resid = resid, a.nw = nw, a.eps = eps, a.swiglu_out = 1;
     gemv_launch<T>(a);
 }
 
@@ -198,8 +197,8 @@ static void cu_lmhead_norm_argmax(int32_t *argmax, float *logits, void *y, float
         if (ring) Unfused<T>::token_ring_push(ring, ring_count, argmax, M, ring_k);
         return;
     }
-    GemvArgs a = {nullptr, s_out, x, resid, E, nw, V, h, M, V, h, 0, GV_RMSNORM, eps, 0,
-                  nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0};
+    GemvArgs a = gemv_args(nullptr, V, x, h, E, M, V, h, GV_RMSNORM);
+    a.s_out = s_out, a.resid = resid, a.nw = nw, a.eps = eps;
     a.y32 = logits, a.xn_out = y, a.rstd_out = rstd, a.argmax = argmax;
     static int ring_on = -1; // GDN_GEMV_RING=0: token_ring_push's own kernel after the GEMV, for the A/B
     if (ring_on < 0) ring_on = !(getenv("GDN_GEMV_RING") && !strcmp(getenv("GDN_GEMV_RING"), "0"));

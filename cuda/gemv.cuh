@@ -14,15 +14,15 @@
 enum { GEMV_MAX_M = 4, GEMV_WARPS = 8, GEMV_SMEM = 64 * 1024 }; // staged rows: at most 64 KB per block
 enum GemvIn { GV_PLAIN = 0, GV_RMSNORM = 1, GV_SWIGLU = 2 };
 
+// Kept within 128 bytes (static_assert below): with the token ring's fields added at 152 bytes, nvcc read the
+// by-value kernel argument from parameter memory at each use and unrolled the lm head's loop less (its PTX: 52 -> 41
+// global loads, 99 -> 89 FMAs, 19 -> 47 parameter loads; any struct past 128 bytes does it, padding alone too), and a
+// batch-1 decode step ran 54 us slower on an H100 (session 18). Filled by gemv_args and named fields.
 struct GemvArgs {
     void *y;
     void *s_out;
     const void *x, *resid, *W;
     const float *nw;
-    int ldy, ldx, M, N, K, accumulate, mode;
-    float eps;
-    // the staging reads x (and resid, writes s_out) in 16-byte vectors (16-byte aligned, ldx and K multiples of 8 / 4)
-    int xvec;
     // The lm head of a decode step (the kernel's LM form; argmax not NULL): y in fp32 into y32 (the logits), the
     // normed rows [M, K] (act, as staged) into xn_out and their rstd [M] into rstd_out by block 0, and each row's
     // argmax of y (first index on ties; 0 when all NaN or -inf). The other GEMVs' kernels have none of this code.
@@ -30,12 +30,26 @@ struct GemvArgs {
     void *xn_out;
     float *rstd_out;
     int32_t *argmax;
+    int32_t *ring, *ring_count; // LM: the token ring the last block pushes the argmax into (token_ring_push), or NULL
+    int ldy, ldx, M, N, K;
+    float eps;
+    int ring_k;
+    uint8_t accumulate, mode; // mode: GemvIn
+    // the staging reads x (and resid, writes s_out) in 16-byte vectors (16-byte aligned, ldx and K multiples of 8 / 4)
+    uint8_t xvec;
     // rmsnorm_matmul_swiglu_fwd (the kernel's SWO form): W = [gate; up] (N = 2F rows), y = h [M, F] (row stride ldy)
     // = swiglu of the rounded gate and up values; gu is never written
-    int swiglu_out;
-    int32_t *ring, *ring_count; // LM: the token ring the last block pushes the argmax into (token_ring_push), or NULL
-    int ring_k;
+    uint8_t swiglu_out;
 };
+static_assert(sizeof(GemvArgs) <= 128, "GemvArgs past 128 bytes slows the GEMVs (see above)");
+
+// The fields every form sets; the rest zero (NULL), set by name after.
+static inline GemvArgs gemv_args(void *y, int ldy, const void *x, int ldx, const void *W, int M, int N, int K,
+                                 GemvIn mode) {
+    GemvArgs a = {};
+    a.y = y, a.ldy = ldy, a.x = x, a.ldx = ldx, a.W = W, a.M = M, a.N = N, a.K = K, a.mode = (uint8_t)mode;
+    return a;
+}
 
 // The argmax across blocks: per row a 64-bit key, the value's bits made unsigned-orderable above the complement of
 // its column, so that the largest key holds the largest value at its lowest column. Integer maxima do not depend on
@@ -52,6 +66,15 @@ __device__ __forceinline__ unsigned long long gemv_argmax_key(float v, int col) 
     unsigned u = __float_as_uint(v);
     u = u & 0x80000000u ? ~u : u | 0x80000000u;
     return (unsigned long long)u << 32 | (0xFFFFFFFFu - (unsigned)col);
+}
+
+// The LM form's last block pushes the step's tokens into the ring (token_ring_push's slot and count). Out of line:
+// inlined, this cold code cost the kernel's hot loop its unrolling (PTX: 99 -> 89 FMAs, registers 61 -> 56), the
+// suspect of session 18's +54 us a batch-1 decode step.
+static __device__ CU_NOINLINE void gemv_ring_push(int32_t *ring, int32_t *count, const int32_t *tok, int M, int K) {
+    const int slot = count[0] % K;
+    for (int m = 0; m < M; m++) ring[(size_t)slot * M + m] = tok[m];
+    count[0] += 1;
 }
 
 // rows [m0, m0 + MT) of x' into xs [MT][K] (rows past M: zeros); LM: the normed rows and rstd out too
@@ -313,13 +336,11 @@ __device__ __forceinline__ void gemv_run(const GemvArgs &a, float *xs, int m0, W
         __syncthreads();
         if (threadIdx.x == 0 && atomicAdd(&g_gemv_arrive, 1u) == gridDim.x * gridDim.y - 1) {
             __threadfence();
-            const int slot = a.ring ? a.ring_count[0] % a.ring_k : 0;
             for (int m = 0; m < a.M; m++) {
                 const unsigned long long k = atomicExch(&g_gemv_key[m], 0ull);
                 a.argmax[m] = k ? (int)(0xFFFFFFFFu - (unsigned)k) : 0;
-                if (a.ring) a.ring[(size_t)slot * a.M + m] = a.argmax[m];
             }
-            if (a.ring) a.ring_count[0] += 1;
+            if (a.ring) gemv_ring_push(a.ring, a.ring_count, a.argmax, a.M, a.ring_k);
             g_gemv_arrive = 0;
         }
     }
@@ -359,7 +380,7 @@ template <typename T> static bool gemv_prepare(GemvArgs &a) {
     const int V = 16 / (int)sizeof(T);
     static int xvec_on = -1; // GDN_GEMV_XVEC=0: the staging reads one value at a time (to measure what the vectors buy)
     if (xvec_on < 0) xvec_on = !(getenv("GDN_GEMV_XVEC") && !strcmp(getenv("GDN_GEMV_XVEC"), "0"));
-    a.xvec = xvec_on && a.K % V == 0 && a.ldx % V == 0 && cu_aligned16(a.x) &&
-             (a.mode != GV_RMSNORM || ((!a.resid || cu_aligned16(a.resid)) && (!a.s_out || cu_aligned16(a.s_out))));
+    a.xvec = (uint8_t)(xvec_on && a.K % V == 0 && a.ldx % V == 0 && cu_aligned16(a.x) &&
+             (a.mode != GV_RMSNORM || ((!a.resid || cu_aligned16(a.resid)) && (!a.s_out || cu_aligned16(a.s_out)))));
     return a.K % V == 0 && cu_aligned16(a.W);
 }
