@@ -81,17 +81,10 @@ void cpu_rmsnorm_matmul_swiglu_fwd(void *h, void *s_out, const void *x, const vo
     free(gu);
 }
 
-// a GDN block's decode step: the five ops GdnDecodeBlockArgs names, in sequence
+// a GDN block's decode step: the five ops GdnDecodeBlockArgs names, in sequence (this table's)
 void cpu_gdn_decode_block_fwd(const GdnDecodeBlockArgs *a) {
     CPU_REQUIRE(a, "gdn_decode_block_fwd", "NULL arguments");
-    const int Vd = a->HV * a->dv;
-    cpu_rmsnorm_matmul_fwd(a->P, a->ldp, a->s_attn, a->x, a->resid, a->attn_norm, a->W_in, a->B, a->ldp, a->h, a->eps);
-    cpu_gdn_decode_fwd(a->on, Vd, a->P, a->ldp, a->conv_w, a->conv_state, a->S, a->A_log, a->dt_bias, a->o_norm, a->ids,
-                       a->eod, a->B, a->H, a->HV, a->dk, a->dv, a->K, a->eps);
-    cpu_matmul_fwd(a->out, a->h, a->on, Vd, a->W_o, a->B, a->h, Vd, 0);
-    cpu_rmsnorm_matmul_swiglu_fwd(a->hbuf, a->s_mlp, a->out, a->mlp_resid, a->mlp_norm, a->W_gu, a->B, a->F, a->h,
-                                  a->eps);
-    cpu_matmul_fwd(a->out, a->h, a->hbuf, a->F, a->W_down, a->B, a->h, a->F, 0);
+    gdn_decode_block_ops(backend_cpu(), a);
 }
 
 // the MLP's forward: the GEMM into [gate | up], then SwiGLU (the CUDA backend fuses them into one kernel)

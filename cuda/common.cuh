@@ -171,8 +171,8 @@ static inline void cu_launch_pdl(const char *name, void (*kern)(KArgs...), dim3 
 }
 
 // ---- Kernels whose blocks wait for each other (cuda/gdn_decode_block.cu). Such a kernel needs all its blocks
-// resident at once: its grid is at most cu_coop_blocks(...) (the occupancy's blocks per multiprocessor times the
-// multiprocessors; the caller checks). It is launched as cu_launch_pdl launches (no cooperative attribute: with the
+// resident at once: its grid is at most the occupancy's blocks per multiprocessor times the multiprocessors (the
+// caller sees to it: gdn_decode_block.cu's gdb_grid). It is launched as cu_launch_pdl launches (no cooperative attribute: with the
 // grid within one wave, the blocks not yet resident start as the kernel before drains, which does not wait on them;
 // the next kernel starts only after every block of this one has run cu_pdl_trigger), and in the emulator with every
 // block live (emu::launch_coop). bar: two zeroed counters of the kernel's own; cu_grid_exit zeroes them again.

@@ -45,7 +45,7 @@ template <typename T, bool SWO> __device__ __forceinline__ void gdb_prefetch(con
     else gemv_prefetch<T, SWO, 1>(a);
 }
 
-// grid: at most every block resident (cu_coop_blocks); the GEMV phases stride their rows over the grid as the
+// grid: at most every block resident (gdb_grid); the GEMV phases stride their rows over the grid as the
 // standalone kernels do, the mixer's blocks are blocks 0 .. mix_blocks - 1 (a block takes several only in a grid
 // smaller than that, the emulator's). Each phase's first weight loads are issued before its barrier.
 template <typename T> __global__ void __launch_bounds__(GDB_THREADS, 2) gdn_decode_block_kernel(GdbArgs a) {
@@ -85,17 +85,6 @@ template <typename T> __global__ void __launch_bounds__(GDB_THREADS, 2) gdn_deco
 }
 
 static const Backend *g_gdb_table[2]; // the tables this op is registered in (their other ops: the five-op form)
-
-static void gdb_unfused(const Backend *be, const GdnDecodeBlockArgs *p) {
-    const GdnDecodeBlockArgs &A = *p;
-    const int Vd = A.HV * A.dv;
-    be->rmsnorm_matmul_fwd(A.P, A.ldp, A.s_attn, A.x, A.resid, A.attn_norm, A.W_in, A.B, A.ldp, A.h, A.eps);
-    be->gdn_decode_fwd(A.on, Vd, A.P, A.ldp, A.conv_w, A.conv_state, A.S, A.A_log, A.dt_bias, A.o_norm, A.ids, A.eod,
-                       A.B, A.H, A.HV, A.dk, A.dv, A.K, A.eps);
-    be->matmul_fwd(A.out, A.h, A.on, Vd, A.W_o, A.B, A.h, Vd, 0);
-    be->rmsnorm_matmul_swiglu_fwd(A.hbuf, A.s_mlp, A.out, A.mlp_resid, A.mlp_norm, A.W_gu, A.B, A.F, A.h, A.eps);
-    be->matmul_fwd(A.out, A.h, A.hbuf, A.F, A.W_down, A.B, A.h, A.F, 0);
-}
 
 // blocks of the kernel that can be resident at once (GDN_CUDA_GDB_GRID caps it: the emulator's checks run small grids)
 template <typename T> static unsigned gdb_grid(size_t smem) {
@@ -142,7 +131,7 @@ template <typename T> static void cu_gdn_decode_block_fwd(const GdnDecodeBlockAr
                       cu_aligned16(A.W_gu) && cu_aligned16(A.W_down) &&
                       gd_fits(A.B, A.H, A.HV, A.dk, A.dv, A.K) && parts > 1;
     if (!fits) {
-        gdb_unfused(be, p);
+        gdn_decode_block_ops(be, p);
         return;
     }
     GdbArgs a = {};

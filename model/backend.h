@@ -372,6 +372,19 @@ typedef struct Backend {
     void (*comm_free)(void);
 } Backend;
 
+// gdn_decode_block_fwd's definition, run as the five ops of the table be (the CPU twin with the CPU's; CUDA's form for
+// the batches and shapes its kernel does not take, with the CUDA table's).
+static inline void gdn_decode_block_ops(const Backend *be, const GdnDecodeBlockArgs *a) {
+    const int Vd = a->HV * a->dv;
+    be->rmsnorm_matmul_fwd(a->P, a->ldp, a->s_attn, a->x, a->resid, a->attn_norm, a->W_in, a->B, a->ldp, a->h, a->eps);
+    be->gdn_decode_fwd(a->on, Vd, a->P, a->ldp, a->conv_w, a->conv_state, a->S, a->A_log, a->dt_bias, a->o_norm,
+                       a->ids, a->eod, a->B, a->H, a->HV, a->dk, a->dv, a->K, a->eps);
+    be->matmul_fwd(a->out, a->h, a->on, Vd, a->W_o, a->B, a->h, Vd, 0);
+    be->rmsnorm_matmul_swiglu_fwd(a->hbuf, a->s_mlp, a->out, a->mlp_resid, a->mlp_norm, a->W_gu, a->B, a->F, a->h,
+                                  a->eps);
+    be->matmul_fwd(a->out, a->h, a->hbuf, a->F, a->W_down, a->B, a->h, a->F, 0);
+}
+
 const Backend *backend_cpu(void);
 // The CPU table with the token-by-token delta rule (cpu/delta_rule_recurrent.c, the reference form that
 // config key delta_rule=recurrent asks for) in place of the chunked one; everything else as backend_cpu().

@@ -292,9 +292,9 @@ void check_decode_block_bits(const Backend *be) {
             for (int x = 0; x < DB_N; x++) be->free(run[k][x]);
         g_checks++;
         if (!same) g_failures++;
-        printf("%s gdn_decode_block_fwd h=%d H=%d HV=%d dv=%d F=%d%s, %d step%s: kernel vs the five ops %-8s %s%s%s\n",
+        printf("%s gdn_decode_block_fwd h=%d H=%d HV=%d dv=%d F=%d%s, %d step%s: kernel vs the five ops %-8s %s%s\n",
                same ? "PASS" : "FAIL", h, H, HV, dv, F, S[7] ? " resid" : "", S[8], S[8] > 1 ? "s" : "",
-               ab == 2 ? "bf16" : "fp32", same ? "bits" : "differ:", which, "");
+               ab == 2 ? "bf16" : "fp32", same ? "bits" : "differ:", which);
     }
     if (saved) setenv("GDN_DECODE_BLOCK", saved, 1), free(saved);
     else unsetenv("GDN_DECODE_BLOCK");
