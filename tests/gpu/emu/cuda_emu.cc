@@ -78,6 +78,7 @@ emu_switch:
 static const size_t STACK_BYTES = 256 * 1024;
 std::vector<Fiber> g_fibers;
 static std::vector<char *> g_stacks;
+static std::vector<char *> g_coop_stacks; // launch_coop's: one per thread of every block, kept for the next launch
 static Context g_sched;
 Fiber *g_cur;
 static const std::function<void()> *g_body;
@@ -472,7 +473,6 @@ void launch_coop(const char *name, dim3 grid, dim3 block, size_t smem, const std
     const bool reverse = launch_begin(name);
     struct Block {
         std::vector<Fiber> fibers;
-        std::vector<char *> stacks;
         std::vector<unsigned char> smem;
         bool done;
     };
@@ -491,8 +491,9 @@ void launch_coop(const char *name, dim3 grid, dim3 block, size_t smem, const std
         memset(k.smem.data() + smem, 0xa5, GUARD);
         k.done = false;
         for (int t = 0; t < nt; t++) {
-            k.stacks.push_back((char *)malloc(STACK_BYTES));
-            fiber_start_thread(&k.fibers[(size_t)t], t, block, k.stacks.back());
+            const size_t i = (size_t)b * nt + t;
+            while (g_coop_stacks.size() <= i) g_coop_stacks.push_back((char *)malloc(STACK_BYTES));
+            fiber_start_thread(&k.fibers[(size_t)t], t, block, g_coop_stacks[i]);
         }
     }
     for (int phase = 0;; phase++) {
@@ -524,8 +525,6 @@ void launch_coop(const char *name, dim3 grid, dim3 block, size_t smem, const std
             for (Fiber &f : k.fibers)
                 if (f.st == AT_GRID) f.st = RUNNABLE;
     }
-    for (Block &k : blocks)
-        for (char *st : k.stacks) free(st);
     g_coop = false;
     g_smem = plain_smem; // the plain launches' buffer (the blocks' own went with them)
 }
