@@ -25,13 +25,37 @@ static unsigned g_gdb_bar[2];
 static __device__ unsigned g_gdb_bar[2]; // the grid barrier's arrivals and exits (cu_grid_sync), zero between launches
 #endif
 
+// GDN_CUDA_GDB_TRACE=n (a diagnostic, GPU only): block 0 stamps the global timer at its start, after the wait for
+// the kernel before, after each of the four barriers and at its end, for the last GDB_TRACE_N launches; at the n-th
+// launch outside graph capture (GDN_NO_GRAPH=1 for gdn generate) the host prints each phase's median duration.
+enum { GDB_TRACE_N = 1024, GDB_STAMPS = 8 };
+#ifndef GDN_EMU
+static __device__ unsigned long long g_gdb_trace[GDB_TRACE_N][GDB_STAMPS];
+static __device__ unsigned g_gdb_trace_n;
+#endif
+
 struct GdbArgs {
     GemvArgs in, o, gu, down;
     GdArgs mix;
     int s_in, s_o, s_gu, s_down; // each GEMV's K slices: gemv_slices', as its standalone launch takes them
     int mix_blocks;              // the mixer's blocks (H x parts at B = 1)
-    int prefetch_all;            // the four weights fit in L2: every block prefetches its shares of all of them first
+    int prefetch;                // 2: the four weights fit in L2, every block prefetches its shares of all of them
+                                 // first; 1: each phase's before it; 0: none (GDN_CUDA_GDB_PREFETCH, an A/B)
+    int trace;                   // GDN_CUDA_GDB_TRACE set: the kernel with block 0's stamps (g_gdb_trace) runs
 };
+
+// block 0's stamp i of this launch (slot: its launch's row), when tracing
+template <bool TR> __device__ __forceinline__ void gdb_stamp(unsigned slot, int i) {
+#ifndef GDN_EMU
+    if (TR && blockIdx.x == 0 && threadIdx.x == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        g_gdb_trace[slot][i] = t;
+    }
+#else
+    (void)slot, (void)i;
+#endif
+}
 
 template <typename T, bool SWO, typename Wait>
 __device__ __forceinline__ void gdb_gemv(const GemvArgs &a, int S, float *xs, Wait wait) {
@@ -48,19 +72,29 @@ template <typename T, bool SWO> __device__ __forceinline__ void gdb_prefetch(con
 // grid: at most every block resident (gdb_grid); the GEMV phases stride their rows over the grid as the
 // standalone kernels do, the mixer's blocks are blocks 0 .. mix_blocks - 1 (a block takes several only in a grid
 // smaller than that, the emulator's). Each phase's first weight loads are issued before its barrier.
-template <typename T> __global__ void __launch_bounds__(GDB_THREADS, 2) gdn_decode_block_kernel(GdbArgs a) {
+template <typename T, bool TR = false> __global__ void __launch_bounds__(GDB_THREADS, 2) gdn_decode_block_kernel(GdbArgs a) {
     CU_DYN_SMEM(float, xs);
-    unsigned passed = 0;
-    auto sync = [&] { cu_grid_sync(g_gdb_bar, passed); };
+    unsigned passed = 0, slot = 0;
+#ifndef GDN_EMU
+    if (TR && blockIdx.x == 0 && threadIdx.x == 0) slot = atomicAdd(&g_gdb_trace_n, 1u) % GDB_TRACE_N;
+#endif
+    gdb_stamp<TR>(slot, 0);
+    auto sync = [&] {
+        cu_grid_sync(g_gdb_bar, passed);
+        gdb_stamp<TR>(slot, 1 + (int)passed);
+    };
     cu_pdl_trigger();
-    gdb_prefetch<T, false>(a.in, a.s_in);
-    if (a.prefetch_all) {
+    if (a.prefetch) gdb_prefetch<T, false>(a.in, a.s_in);
+    if (a.prefetch == 2) {
         gdb_prefetch<T, false>(a.o, a.s_o);
         gdb_prefetch<T, true>(a.gu, a.s_gu);
         gdb_prefetch<T, false>(a.down, a.s_down);
     }
     // P = RMSNorm(x + resid) . W_in^T, after the kernel before (the previous block's MLP) has finished
-    gdb_gemv<T, false>(a.in, a.s_in, xs, [] { cu_pdl_wait(); });
+    gdb_gemv<T, false>(a.in, a.s_in, xs, [&] {
+        cu_pdl_wait();
+        gdb_stamp<TR>(slot, 1);
+    });
     // the token mixer: on = mixer(P), the conv state and S updated
     bool waited = false;
     auto sync_once = [&] {
@@ -73,14 +107,15 @@ template <typename T> __global__ void __launch_bounds__(GDB_THREADS, 2) gdn_deco
     }
     sync_once();
     // out = on . W_o^T
-    if (!a.prefetch_all) gdb_prefetch<T, false>(a.o, a.s_o);
+    if (a.prefetch == 1) gdb_prefetch<T, false>(a.o, a.s_o);
     gdb_gemv<T, false>(a.o, a.s_o, xs, sync);
     // h = swiglu(RMSNorm(out + s_attn) . [gate; up]^T)
-    if (!a.prefetch_all) gdb_prefetch<T, true>(a.gu, a.s_gu);
+    if (a.prefetch == 1) gdb_prefetch<T, true>(a.gu, a.s_gu);
     gdb_gemv<T, true>(a.gu, a.s_gu, xs, sync);
     // out = h . W_down^T
-    if (!a.prefetch_all) gdb_prefetch<T, false>(a.down, a.s_down);
+    if (a.prefetch == 1) gdb_prefetch<T, false>(a.down, a.s_down);
     gdb_gemv<T, false>(a.down, a.s_down, xs, sync);
+    gdb_stamp<TR>(slot, 6);
     cu_grid_exit(g_gdb_bar);
 }
 
@@ -100,6 +135,43 @@ template <typename T> static unsigned gdb_grid(size_t smem) {
 #endif
     if (e && atoi(e) > 0 && (unsigned)atoi(e) < g) g = (unsigned)atoi(e);
     return g;
+}
+
+// GDN_CUDA_GDB_TRACE's report, once, at the n-th launch (not under graph capture): per phase, the median over the
+// launches recorded of block 0's time in it (us), and the median gap from one launch's end to the next one's start
+static void gdb_trace_report(int n, unsigned grid) {
+#ifndef GDN_EMU
+    static int launches = 0;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    CU_CHECK(cudaStreamIsCapturing(g_cu.stream, &cs));
+    if (cs != cudaStreamCaptureStatusNone || ++launches != n) return;
+    CU_CHECK(cudaStreamSynchronize(g_cu.stream));
+    static unsigned long long tr[GDB_TRACE_N][GDB_STAMPS];
+    unsigned cnt = 0;
+    CU_CHECK(cudaMemcpyFromSymbol(tr, g_gdb_trace, sizeof tr));
+    CU_CHECK(cudaMemcpyFromSymbol(&cnt, g_gdb_trace_n, sizeof cnt));
+    const int m = cnt < GDB_TRACE_N ? (int)cnt : GDB_TRACE_N;
+    static const char *names[7] = {"start->wait", "in_proj", "mixer", "o_proj", "gate|up", "down", "gap to next"};
+    fprintf(stderr, "gdn_decode_block trace: %u launches, last %d, grid %u; block 0's median us:", cnt, m, grid);
+    static double d[GDB_TRACE_N];
+    for (int ph = 0; ph < 7; ph++) {
+        int k = 0;
+        for (int i = 0; i < m; i++) {
+            const unsigned long long *t = tr[(cnt - m + i) % GDB_TRACE_N];
+            if (ph < 6) d[k++] = (double)(t[ph + 1] - t[ph]) / 1e3;
+            else if (i + 1 < m) d[k++] = ((double)tr[(cnt - m + i + 1) % GDB_TRACE_N][0] - (double)t[6]) / 1e3;
+        }
+        for (int i = 1; i < k; i++) // insertion sort: k <= 1024, once
+            for (int j = i; j > 0 && d[j - 1] > d[j]; j--) {
+                const double x = d[j];
+                d[j] = d[j - 1], d[j - 1] = x;
+            }
+        fprintf(stderr, " %s %.2f", names[ph], k ? d[k / 2] : 0.0);
+    }
+    fprintf(stderr, "\n");
+#else
+    (void)n, (void)grid;
+#endif
 }
 
 template <typename T> static void cu_gdn_decode_block_fwd(const GdnDecodeBlockArgs *p) {
@@ -150,13 +222,21 @@ template <typename T> static void cu_gdn_decode_block_fwd(const GdnDecodeBlockAr
     a.mix_blocks = A.H * parts;
     // ~29 MB at the 300M (in_proj 3.2, o_proj 1, gate|up 16.8, down 8.4): within an H100's or H200's 50 MB of L2
     const size_t wbytes = ((size_t)A.ldp * A.h + (size_t)A.h * Vd + (size_t)3 * A.F * A.h) * sizeof(T);
-    a.prefetch_all = wbytes <= (size_t)32 << 20;
+    a.prefetch = wbytes <= (size_t)32 << 20 ? 2 : 1;
+    const char *pf = getenv("GDN_CUDA_GDB_PREFETCH");
+    if (pf && *pf >= '0' && *pf <= '2' && !pf[1]) a.prefetch = *pf - '0';
+    const char *tr = getenv("GDN_CUDA_GDB_TRACE");
+    a.trace = tr && atoi(tr) > 0;
     const int kmax = A.h > Vd ? (A.h > A.F ? A.h : A.F) : (Vd > A.F ? Vd : A.F);
     const size_t smem = (size_t)kmax * sizeof(float);
     static size_t grid_smem = 0; // the grid for the shared memory it was computed for
     static unsigned grid = 0;
     if (!grid || grid_smem != smem) grid = gdb_grid<T>(smem), grid_smem = smem;
-    cu_launch_coop("gdn_decode_block", gdn_decode_block_kernel<T>, dim3(grid), dim3(GDB_THREADS), smem, a);
+    if (a.trace) // the same kernel with block 0's stamps (a template argument: they cost the untraced one registers)
+        cu_launch_coop("gdn_decode_block", gdn_decode_block_kernel<T, true>, dim3(grid), dim3(GDB_THREADS), smem, a);
+    else
+        cu_launch_coop("gdn_decode_block", gdn_decode_block_kernel<T>, dim3(grid), dim3(GDB_THREADS), smem, a);
+    if (a.trace) gdb_trace_report(atoi(tr), grid);
 }
 
 void cu_register_gdn_decode_block(Backend *b, int use_bf16) {
