@@ -72,7 +72,10 @@ template <typename T, bool SWO> __device__ __forceinline__ void gdb_prefetch(con
 // grid: at most every block resident (gdb_grid); the GEMV phases stride their rows over the grid as the
 // standalone kernels do, the mixer's blocks are blocks 0 .. mix_blocks - 1 (a block takes several only in a grid
 // smaller than that, the emulator's). Each phase's first weight loads are issued before its barrier.
-template <typename T, bool TR = false> __global__ void __launch_bounds__(GDB_THREADS, 2) gdn_decode_block_kernel(GdbArgs a) {
+// MINB: blocks per multiprocessor the registers are held to (2: the mixer's 128 registers, no spills; 4: 64
+// registers, the mixer spilling, twice the GEMV phases' warps in flight; GDN_CUDA_GDB_PER_SM=4, an A/B)
+template <typename T, bool TR, int MINB>
+__global__ void __launch_bounds__(GDB_THREADS, MINB) gdn_decode_block_kernel(GdbArgs a) {
     CU_DYN_SMEM(float, xs);
     unsigned passed = 0, slot = 0;
 #ifndef GDN_EMU
@@ -122,13 +125,12 @@ template <typename T, bool TR = false> __global__ void __launch_bounds__(GDB_THR
 static const Backend *g_gdb_table[2]; // the tables this op is registered in (their other ops: the five-op form)
 
 // blocks of the kernel that can be resident at once (GDN_CUDA_GDB_GRID caps it: the emulator's checks run small grids)
-template <typename T> static unsigned gdb_grid(size_t smem) {
+template <typename T, int MINB> static unsigned gdb_grid(size_t smem) {
     int per_sm = 0;
-    CU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void *>(gdn_decode_block_kernel<T>),
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void *>(gdn_decode_block_kernel<T>),
-                                                           GDB_THREADS, smem));
-    unsigned g = (unsigned)(per_sm > 2 ? 2 : per_sm) * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
+    const void *k = reinterpret_cast<const void *>(gdn_decode_block_kernel<T, false, MINB>);
+    CU_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, GDB_THREADS, smem));
+    unsigned g = (unsigned)(per_sm > MINB ? MINB : per_sm) * (unsigned)(g_cu.sm_count > 0 ? g_cu.sm_count : 1);
     const char *e = getenv("GDN_CUDA_GDB_GRID");
 #ifdef GDN_EMU
     if (!e) e = "5"; // every block's threads live at once in the emulator: a few blocks, each taking several parts
@@ -229,13 +231,20 @@ template <typename T> static void cu_gdn_decode_block_fwd(const GdnDecodeBlockAr
     a.trace = tr && atoi(tr) > 0;
     const int kmax = A.h > Vd ? (A.h > A.F ? A.h : A.F) : (Vd > A.F ? Vd : A.F);
     const size_t smem = (size_t)kmax * sizeof(float);
-    static size_t grid_smem = 0; // the grid for the shared memory it was computed for
+    const char *ps = getenv("GDN_CUDA_GDB_PER_SM");
+    const int minb = ps && !strcmp(ps, "4") ? 4 : 2;
+    static size_t grid_smem = 0; // the grid for the shared memory and form it was computed for
     static unsigned grid = 0;
-    if (!grid || grid_smem != smem) grid = gdb_grid<T>(smem), grid_smem = smem;
-    if (a.trace) // the same kernel with block 0's stamps (a template argument: they cost the untraced one registers)
-        cu_launch_coop("gdn_decode_block", gdn_decode_block_kernel<T, true>, dim3(grid), dim3(GDB_THREADS), smem, a);
+    static int grid_minb = 0;
+    if (!grid || grid_smem != smem || grid_minb != minb)
+        grid = minb == 4 ? gdb_grid<T, 4>(smem) : gdb_grid<T, 2>(smem), grid_smem = smem, grid_minb = minb;
+    // TR: the same kernel with block 0's stamps (a template argument: they cost the untraced one registers)
+    if (minb == 4)
+        cu_launch_coop("gdn_decode_block", a.trace ? gdn_decode_block_kernel<T, true, 4> : gdn_decode_block_kernel<T, false, 4>,
+                       dim3(grid), dim3(GDB_THREADS), smem, a);
     else
-        cu_launch_coop("gdn_decode_block", gdn_decode_block_kernel<T>, dim3(grid), dim3(GDB_THREADS), smem, a);
+        cu_launch_coop("gdn_decode_block", a.trace ? gdn_decode_block_kernel<T, true, 2> : gdn_decode_block_kernel<T, false, 2>,
+                       dim3(grid), dim3(GDB_THREADS), smem, a);
     if (a.trace) gdb_trace_report(atoi(tr), grid);
 }
 
