@@ -6,13 +6,17 @@
 // ~0.13 ms on an H200, while the step takes ~0.45 ms: each kernel boundary costs the drain of the kernel before and
 // the ramp of the next (~4-5 us under programmatic launch, notes/PERF.md), and the work between two boundaries is
 // ~1-3 us. Here the five parts are phases of one kernel whose blocks are all resident (grid = the occupancy's
-// blocks per multiprocessor x the multiprocessors), separated by a barrier across the grid (expected ~1-2 us: an
-// atomic and a poll in L2), and every block puts its shares of all four weights into L2 as it starts (its blocks
-// start as the kernel before drains: the grid fills every multiprocessor).
-// The phases run the standalone kernels' bodies (gemv_run, gd_run) with the same K slices, staging and mixer split,
-// so the results are those of the five ops in sequence, bit for bit (test_cuda_ops' check_decode_block_bits holds
-// the kernel to the table's own five ops on the same device). Shapes or batches the bodies do not take run the five
-// ops, and so does everything until GDN_DECODE_BLOCK=1 (opt-in: not yet run on a GPU).
+// blocks per multiprocessor x the multiprocessors), separated by a barrier across the grid (an atomic and a poll in
+// L2). The phases run the standalone kernels' bodies (gemv_run, gd_run) with the same K slices, staging and mixer
+// split, so the results are those of the five ops in sequence, bit for bit (test_cuda_ops' check_decode_block_bits
+// holds the kernel to the table's own five ops on the same device). Shapes or batches the bodies do not take run the
+// five ops, and so does everything unless GDN_DECODE_BLOCK=1.
+// Measured (session 19, H100, the 300M at batch 1): correct on the GPU (bits == the five ops, decode parity) but
+// slower: 0.589 ms a step against 0.464 for the five kernels. Block 0's phases (GDN_CUDA_GDB_TRACE): in_proj 8.1 us,
+// mixer 12.1, o_proj 4.4, gate|up 10.1, down 3.6, against ~31 us a block for the five kernels, whose mixer alone
+// takes ~12.4 (ncu, session 10): the GEMV phases lose more than the four boundaries cost, since a standalone GEMV's
+// blocks load their weights while the kernel before drains (programmatic launch) and a phase's start only after the
+// barrier's slowest block. So it stays opt-in, kept for those measurements and as a base (notes/PERF.md).
 #include "cuda/gdn_decode.cuh"
 #include "cuda/gemv.cuh"
 
@@ -39,8 +43,8 @@ struct GdbArgs {
     GdArgs mix;
     int s_in, s_o, s_gu, s_down; // each GEMV's K slices: gemv_slices', as its standalone launch takes them
     int mix_blocks;              // the mixer's blocks (H x parts at B = 1)
-    int prefetch;                // 2: the four weights fit in L2, every block prefetches its shares of all of them
-                                 // first; 1: each phase's before it; 0: none (GDN_CUDA_GDB_PREFETCH, an A/B)
+    int prefetch;                // 0 (default): none; 1: each phase's weights before it; 2: every block its shares of
+                                 // all four first (GDN_CUDA_GDB_PREFETCH; measured 0.589 / 0.620 / 0.680 ms a step)
     int trace;                   // GDN_CUDA_GDB_TRACE set: the kernel with block 0's stamps (g_gdb_trace) runs
 };
 
@@ -192,9 +196,8 @@ template <typename T> static void cu_gdn_decode_block_fwd(const GdnDecodeBlockAr
                "s_mlp may not alias out or mlp_resid (other blocks still read them)");
     if (A.B == 0) return;
     const Backend *be = g_gdb_table[sizeof(T) == sizeof(bf16)];
-    // GDN_DECODE_BLOCK=1 runs the kernel; otherwise the five ops. Opt-in until it has run on a GPU: it was built and
-    // checked in the emulator only (session 18 had no device time left), and a grid barrier that the hardware does
-    // not honour would hang decoding. Read at each call: test_cuda_ops holds both forms to the same bits.
+    // GDN_DECODE_BLOCK=1 runs the kernel; otherwise the five ops (faster on an H100: the file's head). Read at each
+    // call: test_cuda_ops holds both forms to the same bits.
     const bool on = getenv("GDN_DECODE_BLOCK") && !strcmp(getenv("GDN_DECODE_BLOCK"), "1");
     const int Vd = A.HV * A.dv, V = 16 / (int)sizeof(T);
     int parts = 1, W = 0;
@@ -224,9 +227,13 @@ template <typename T> static void cu_gdn_decode_block_fwd(const GdnDecodeBlockAr
     a.mix_blocks = A.H * parts;
     // ~29 MB at the 300M (in_proj 3.2, o_proj 1, gate|up 16.8, down 8.4): within an H100's or H200's 50 MB of L2
     const size_t wbytes = ((size_t)A.ldp * A.h + (size_t)A.h * Vd + (size_t)3 * A.F * A.h) * sizeof(T);
-    a.prefetch = wbytes <= (size_t)32 << 20 ? 2 : 1;
+    // No L2 prefetch by default: on an H100 (session 19) the step took 0.589 ms without it, 0.620 with each phase's
+    // before the phase and 0.680 with all four first (its 29 MB, queued ahead of in_proj's own loads, made the first
+    // phases wait: in_proj 8.1 -> 10.7 us, the mixer 12.1 -> 15.1). 2 only where the weights fit in L2.
+    a.prefetch = 0;
     const char *pf = getenv("GDN_CUDA_GDB_PREFETCH");
     if (pf && *pf >= '0' && *pf <= '2' && !pf[1]) a.prefetch = *pf - '0';
+    if (a.prefetch == 2 && wbytes > (size_t)32 << 20) a.prefetch = 1;
     const char *tr = getenv("GDN_CUDA_GDB_TRACE");
     a.trace = tr && atoi(tr) > 0;
     const int kmax = A.h > Vd ? (A.h > A.F ? A.h : A.F) : (Vd > A.F ? Vd : A.F);
