@@ -34,12 +34,18 @@ struct GdArgs {
     float eps, scale;
 };
 
+// No marks (gd_run's mark: a diagnostic's stamps at the body's stages, 0..5, by cuda/gdn_decode_block.cu's trace)
+struct GdNoMark {
+    __device__ __forceinline__ void operator()(int) const {}
+};
+
 // The kernel's body (gdn_decode_kernel below; cuda/gdn_decode_block.cu runs it as a phase of its block kernel) for
 // block (bx, by) of the launch's grid (H * parts, B), by thread (x, y) of 32 x 8.
 // wait() is called once by every thread, after the loads that read only the previous step's state and before
 // anything the kernel (or phase) before wrote is read: cu_pdl_wait in the kernel, the grid barrier in a phase.
-template <typename T, int NC, typename Wait>
-__device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by, int x, int y, Wait wait) {
+template <typename T, int NC, typename Wait, typename Mark = GdNoMark>
+__device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by, int x, int y, Wait wait,
+                                       Mark mark = {}) {
     enum { SLICE = GD_COLS * NC };
     const int tid = y * GD_COLS + x, nthr = GD_COLS * GD_ROWS;
     const int i = bx / a.parts, part = bx - i * a.parts, b = by;
@@ -103,6 +109,7 @@ __device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by
         for (int j = 0; j < GD_KMAX - 1; j++)
             if (j < H1) dst[j] = reset ? 0.0f : win[j + 1];
     }
+    mark(0); // conv done
     // gates of the group's v heads (gate.cu's formulas)
     if (tid < G) {
         const int j = i * G + tid;
@@ -111,6 +118,7 @@ __device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by
         alpha_s[tid] = expf(-expf(a.A_log[j]) * gd_softplus(aa + a.dt_bias[j]));
     }
     __syncthreads();
+    mark(1); // gates
     // L2 norm of q_i (warp 0) and k_i (warp 1): y = x / sqrt(sum x^2 + 1e-6), rounded to act
     if (y < 2) {
         const float *src = xc + y * dk;
@@ -124,6 +132,7 @@ __device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by
         }
     }
     __syncthreads();
+    mark(2); // l2 norms
 
     // the delta-rule step, one slice of the part's columns at a time (e: the column in the group's [dk, E])
     T *yo = (T *)a.y + (size_t)b * a.ldy;
@@ -190,6 +199,7 @@ __device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by
             }
         __syncthreads(); // red is reused by the next slice; os is complete after the last
     }
+    mark(3); // the state's update and o
 
     if constexpr (split) { // arrive; the group's last part writes q_i, k_i's conv state and runs the RMSNorm
         // the loop's last barrier put the block's o stores before one thread's release (as a grid sync does)
@@ -203,6 +213,7 @@ __device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by
             }
         }
         __syncthreads();
+        mark(4); // arrived
         if (!last_s) return;
         for (int cl = tid; cl < 2 * dk; cl += nthr) {
             const int c = cl < dk ? i * dk + cl : Kd + i * dk + cl - dk;

@@ -32,7 +32,7 @@ static __device__ unsigned g_gdb_bar[2]; // the grid barrier's arrivals and exit
 // GDN_CUDA_GDB_TRACE=n (a diagnostic, GPU only): block 0 stamps the global timer at its start, after the wait for
 // the kernel before, after each of the four barriers and at its end, for the last GDB_TRACE_N launches; at the n-th
 // launch outside graph capture (GDN_NO_GRAPH=1 for gdn generate) the host prints each phase's median duration.
-enum { GDB_TRACE_N = 1024, GDB_STAMPS = 8 };
+enum { GDB_TRACE_N = 1024, GDB_STAMPS = 16 };
 #ifndef GDN_EMU
 static __device__ unsigned long long g_gdb_trace[GDB_TRACE_N][GDB_STAMPS];
 static __device__ unsigned g_gdb_trace_n;
@@ -109,7 +109,9 @@ __global__ void __launch_bounds__(GDB_THREADS, MINB) gdn_decode_block_kernel(Gdb
         waited = true;
     };
     for (unsigned vb = blockIdx.x; vb < (unsigned)a.mix_blocks; vb += gridDim.x) {
-        gd_run<T, 1>(a.mix, vb, 0u, (int)threadIdx.x % GD_COLS, (int)threadIdx.x / GD_COLS, sync_once);
+        // block 0's mixer stages into stamps 8..12 when tracing (the last part's RMSNorm: 13, below)
+        gd_run<T, 1>(a.mix, vb, 0u, (int)threadIdx.x % GD_COLS, (int)threadIdx.x / GD_COLS, sync_once,
+                     [&](int st) { gdb_stamp<TR>(slot, 8 + st); });
         __syncthreads(); // the next part (emulator's small grids) reuses the body's shared memory
     }
     sync_once();
@@ -157,22 +159,28 @@ static void gdb_trace_report(int n, unsigned grid) {
     CU_CHECK(cudaMemcpyFromSymbol(tr, g_gdb_trace, sizeof tr));
     CU_CHECK(cudaMemcpyFromSymbol(&cnt, g_gdb_trace_n, sizeof cnt));
     const int m = cnt < GDB_TRACE_N ? (int)cnt : GDB_TRACE_N;
-    static const char *names[7] = {"start->wait", "in_proj", "mixer", "o_proj", "gate|up", "down", "gap to next"};
+    // (from stamp, to stamp, name); -1: the next launch's stamp 0. The mixer's stages (8..12) are block 0's, part 0
+    // of group 0, which may not be the part that finishes the group's RMSNorm: "mixer: rest" then is its barrier wait.
+    static const struct { int from, to; const char *name; } ph[] = {
+        {0, 1, "start->wait"}, {1, 2, "in_proj"}, {2, 3, "mixer"},  {3, 4, "o_proj"},
+        {4, 5, "gate|up"},     {5, 6, "down"},    {6, -1, "gap to next"},
+        {2, 8, "mixer: conv"}, {8, 9, "gates"},   {9, 10, "l2 norms"}, {10, 11, "state and o"},
+        {11, 12, "arrival"},   {12, 3, "rest"}};
     fprintf(stderr, "gdn_decode_block trace: %u launches, last %d, grid %u; block 0's median us:", cnt, m, grid);
     static double d[GDB_TRACE_N];
-    for (int ph = 0; ph < 7; ph++) {
+    for (const auto &q : ph) {
         int k = 0;
         for (int i = 0; i < m; i++) {
             const unsigned long long *t = tr[(cnt - m + i) % GDB_TRACE_N];
-            if (ph < 6) d[k++] = (double)(t[ph + 1] - t[ph]) / 1e3;
-            else if (i + 1 < m) d[k++] = ((double)tr[(cnt - m + i + 1) % GDB_TRACE_N][0] - (double)t[6]) / 1e3;
+            if (q.to >= 0) d[k++] = ((double)t[q.to] - (double)t[q.from]) / 1e3;
+            else if (i + 1 < m) d[k++] = ((double)tr[(cnt - m + i + 1) % GDB_TRACE_N][0] - (double)t[q.from]) / 1e3;
         }
         for (int i = 1; i < k; i++) // insertion sort: k <= 1024, once
             for (int j = i; j > 0 && d[j - 1] > d[j]; j--) {
                 const double x = d[j];
                 d[j] = d[j - 1], d[j - 1] = x;
             }
-        fprintf(stderr, " %s %.2f", names[ph], k ? d[k / 2] : 0.0);
+        fprintf(stderr, " %s %.2f", q.name, k ? d[k / 2] : 0.0);
     }
     fprintf(stderr, "\n");
 #else
