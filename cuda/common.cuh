@@ -235,6 +235,10 @@ __device__ __forceinline__ void cu_grid_exit(unsigned *bar) {
 #endif
 }
 
+// Whether the device is an sm_90 (Hopper) one: the kernels built on hopper.cuh (wgmma, TMA) run only there
+// (cuda/gemm_wg.cu; the emulator says yes).
+bool cu_sm90();
+
 // ---- GEMM (cuda/matmul.cu), column-major cuBLASLt semantics:
 // C[m,n] = op(A) op(B) + beta C, op(A) = A^T if ta (A stored k x m, lda >= k) else A (m x k, lda >= m);
 // op(B) = B^T if tb (B stored n x k) else B (k x n). A and B have type ab (act), C has type c.

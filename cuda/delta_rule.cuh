@@ -391,3 +391,6 @@ template <typename T> void dr_decode_fwd(const DrArgs &a);
 // Forward pieces reused by the backward when h_save is NULL (to rebuild h).
 void dr_tc_fwd_intra(const DrArgs &a);
 void dr_tc_fwd_state(const DrArgs &a);
+// The state recurrence on wgmma (cuda/delta_rule_wg_state.cu) when GDN_CUDA_DR_BV=64 and the call fits it (dk = dv
+// = 64, sm_90); returns whether it ran.
+bool dr_wg_state(const DrArgs &a);

@@ -527,6 +527,7 @@ int dr_tc_pick_bv(const DrArgs &a, const void *k16, size_t smem16, const void *k
 }
 
 void dr_tc_fwd_state(const DrArgs &a) {
+    if (dr_wg_state(a)) return;
     const int bv = dr_tc_pick_bv(a, (const void *)dr_tc_state_kernel<16>, TcState<16>::smem,
                                  (const void *)dr_tc_state_kernel<32>, TcState<32>::smem);
     if (bv == 32)

@@ -463,8 +463,7 @@ void cu_tmap_2d_bf16(CUtensorMap *map, const void *base, uint64_t inner, uint64_
 #endif
 }
 
-// Whether this GEMM can run here: sm_90, 16-byte aligned x, W, y and row strides (TMA and the 16-byte stores).
-bool cu_gemm_wg_fits(const void *y, int ldy, const void *x, int ldx, const void *W, int ldw) {
+bool cu_sm90() {
     static int sm90 = -1;
     if (sm90 < 0) {
 #ifdef GDN_EMU
@@ -475,7 +474,12 @@ bool cu_gemm_wg_fits(const void *y, int ldy, const void *x, int ldx, const void 
         sm90 = major == 9;
 #endif
     }
-    return sm90 && cu_aligned16(y) && cu_aligned16(x) && cu_aligned16(W) && ldy % 8 == 0 && ldx % 8 == 0 &&
+    return sm90;
+}
+
+// Whether this GEMM can run here: sm_90, 16-byte aligned x, W, y and row strides (TMA and the 16-byte stores).
+bool cu_gemm_wg_fits(const void *y, int ldy, const void *x, int ldx, const void *W, int ldw) {
+    return cu_sm90() && cu_aligned16(y) && cu_aligned16(x) && cu_aligned16(W) && ldy % 8 == 0 && ldx % 8 == 0 &&
            ldw % 8 == 0;
 }
 

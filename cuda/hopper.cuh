@@ -249,3 +249,31 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
                  : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
 #endif
 }
+
+template <int TA = 0, int TB = 0>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
+#ifdef GDN_EMU
+    emu::wgmma_bf16(d, 64, da, db, scale_d, TA, TB);
+#elif defined(GDN_NO_SM90A)
+    __trap();
+#else
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+#endif
+}
+
+// Shared-memory writes of ordinary stores and cp.async (the generic proxy) made visible to the wgmmas that read
+// them next (the async proxy); each writing thread fences, then a barrier.
+__device__ __forceinline__ void wg_fence_proxy_smem() {
+#ifndef GDN_EMU
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}

@@ -96,4 +96,10 @@ if [ $# -eq 0 ]; then # our sm_90 GEMM on the cases of the ops it takes under GD
       { echo "emu_check: GDN_DECODE_BLOCK=${v%%:*}: gdn_decode_block ran ${n:-0} times (expected ${v##*:})"; exit 1; }
     echo "GDN_DECODE_BLOCK=${v%%:*}: gdn_decode_block launches $n"
   done
+  # the wgmma state recurrence runs in its cases (GDN_CUDA_DR_BV=64, 2 cases x (forward + the backward's recompute))
+  EMU_COUNT_KERNEL=delta_rule_wg_state OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" --quick --only delta_rule \
+    > "$OUT/wgs.out" 2> "$OUT/wgs.err" || { echo "emu_check: delta_rule cases failed"; cat "$OUT/wgs.out" "$OUT/wgs.err"; exit 1; }
+  n=$(launches delta_rule_wg_state "$OUT/wgs.err")
+  [ "${n:-0}" -ge 2 ] || { echo "emu_check: delta_rule_wg_state ran ${n:-0} times (expected 2 or more)"; exit 1; }
+  echo "GDN_CUDA_DR_BV=64: delta_rule_wg_state launches $n"
 fi

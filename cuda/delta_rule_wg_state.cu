@@ -1,0 +1,189 @@
+// delta_rule_wg_state.cu: the chunked delta rule's forward state recurrence (delta_rule_tc_fwd.cu's state kernel)
+// on warpgroup MMAs, one block per (batch, v head) holding the whole 64 x 64 state: FLA's chunk_gated_delta_rule_fwd_h
+// form (one program per head and 64-wide dv block, its tl.dot a wgmma on Hopper).
+//
+// Why: the mma.sync kernel at 16-wide dv tiles re-reads each chunk's W and K tiles for every tile (~350 MB a layer
+// at the 300M, ~126 us), and at 64-wide tiles its per-warp mma chains made it latency-bound (session 13: slower). A
+// wgmma takes the chunk's whole [64 x 64] x [64 x 64] product from shared memory in four asynchronous k16 steps, so
+// one warpgroup a head covers the bytes' floor (~40 KB a chunk and head in and out: ~164 MB a layer, ~49 us on an
+// H100; FLA's kernel ~59). Opt-in (GDN_CUDA_DR_BV=64) until measured on a GPU (notes/PERF.md, session 19).
+//
+// Per chunk n (rows t0 .. t0 + Lc - 1), h the fp32 state in the accumulators' layout (hopper.cuh):
+//   h_n saved (bf16) and written as the B operand of W h (MN-major: [dk][dv] rows, 128-byte swizzle);
+//   D = W h_n (A = the W tile, K-major);  V_new = U - D (saved);  Vd = bf16(e^{G_last - G} V_new), 0 past Lc;
+//   h = e^{G_last} h + K^T Vd (A = the K tile read MN-major, B = Vd MN-major).
+// The same roundings as the mma.sync kernel (h and Vd in bf16 as operands, V_new stored in bf16); the sums run in
+// wgmma's order, so bits may differ from it within fp32 rounding. Tiles come by cp.async one chunk ahead.
+#include "cuda/delta_rule.cuh"
+#include "cuda/hopper.cuh"
+
+namespace {
+// Shared memory (offsets from a 1024-byte aligned base): per stage the W and K tiles (swizzled, 8 KB each) and U
+// (plain [64][72]); then the h and Vd operand tiles (swizzled).
+struct WgState {
+    static constexpr int LDU = DR_C + 8;
+    static constexpr size_t TILE = 64 * 128, U_B = (size_t)DR_C * LDU * sizeof(bf16); // 8192, 9216
+    static constexpr size_t stage = 2 * TILE + U_B;                                      // 25600 = 25 x 1024
+    static constexpr size_t off_h = 2 * stage, off_vd = off_h + TILE;
+    static constexpr size_t smem = off_vd + TILE + 1024; // + the base's alignment
+};
+static_assert(WgState::stage % 1024 == 0, "swizzled tiles start on 1024-byte boundaries");
+} // namespace
+
+// Byte offset of element (r, c) (c < 64) in a [rows][64] bf16 tile with the 128-byte swizzle (hopper.cuh's top).
+__device__ __forceinline__ uint32_t sw128_off(int r, int c) {
+    return (uint32_t)(r * 128 + ((((c >> 3) ^ (r & 7))) << 4) + (c & 7) * 2);
+}
+
+// A [64][64] bf16 tile (rows < rows_valid of a matrix with row stride ld, 16-byte aligned rows) into the swizzled
+// layout by cp.async; zeros elsewhere. The caller commits, waits, fences the async proxy and syncs.
+__device__ __forceinline__ void tile_load_sw128(unsigned char *dst, const bf16 *src, size_t ld, int rows_valid) {
+    for (int idx = threadIdx.x; idx < 64 * 8; idx += blockDim.x) {
+        const int r = idx >> 3, c = idx & 7;
+        unsigned char *d = dst + sw128_off(r, 8 * c);
+        if (r < rows_valid) cp_async16(d, src + (size_t)r * ld + 8 * c);
+        else *reinterpret_cast<uint4 *>(d) = make_uint4(0, 0, 0, 0);
+    }
+}
+
+__global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
+    using L = WgState;
+    CU_DYN_SMEM(unsigned char, raw);
+    unsigned char *sm = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
+    unsigned char *hs = sm + L::off_h, *Vd = sm + L::off_vd;
+    const int j = blockIdx.y, b = blockIdx.z, i = j / a.G;
+    const int warp = threadIdx.x >> 5, R0 = 16 * warp;
+    const size_t bj = (size_t)b * a.HV + j;
+    const bf16 *Wg = (const bf16 *)a.W, *Ug = (const bf16 *)a.U, *kg = (const bf16 *)a.k;
+
+    auto tiles = [&](int n, int buf) {
+        unsigned char *W = sm + buf * L::stage, *K = W + L::TILE;
+        bf16 *U = reinterpret_cast<bf16 *>(K + L::TILE);
+        const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
+        const size_t tok0 = (size_t)b * a.T + t0, hr0 = bj * a.T + t0;
+        tile_load_sw128(W, Wg + hr0 * 64, 64, Lc);
+        tile_load_sw128(K, kg + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
+        tile_load<DR_C, DR_C, L::LDU>(U, Ug + hr0 * 64, 64, Lc, 64);
+        cp_async_commit();
+    };
+    auto gload = [&](int n, float &g0, float &g1, float &gl) { // G of this thread's two rows and of the last
+        const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
+        const float *G = a.Gc + bj * a.T + t0;
+        g0 = G[min(R0 + acc_row(0), Lc - 1)];
+        g1 = G[min(R0 + acc_row(2), Lc - 1)];
+        gl = G[Lc - 1];
+    };
+
+    float h[32]; // h[4 nt + x]: state row R0 + acc_row(x), column acc_col(nt, x) (the wgmma accumulator layout)
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+            const int d = R0 + acc_row(x), e = acc_col(nt, x);
+            h[4 * nt + x] = a.state ? a.state[(bj * 64 + d) * 64 + e] : 0.0f;
+        }
+    float g0, g1, gl;
+    tiles(0, 0);
+    gload(0, g0, g1, gl);
+    const bool pairs_v = a.vnew && tc_pairs_ok(a.vnew, 64);
+    const uint32_t hs_a = smem_u32(hs), vd_a = smem_u32(Vd);
+    for (int n = 0; n < a.NT; n++) {
+        const int buf = n & 1, t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
+        const size_t hr0 = bj * a.T + t0;
+        const unsigned char *W = sm + buf * L::stage, *K = W + L::TILE;
+        const bf16 *U = reinterpret_cast<const bf16 *>(K + L::TILE);
+        const float G0 = g0, G1 = g1, GL = gl;
+        if (n + 1 < a.NT) {
+            tiles(n + 1, buf ^ 1);
+            gload(n + 1, g0, g1, gl);
+        }
+        // h_n: saved (act) and written as the B operand of W h
+        bf16 *hsave = a.h ? reinterpret_cast<bf16 *>(a.h) + dr_state_off(a, b, j, n) : NULL;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int d = R0 + acc_row(2 * hh), e = acc_col(nt, 0);
+                const uint32_t v = pack_bf16(h[4 * nt + 2 * hh], h[4 * nt + 2 * hh + 1]);
+                *reinterpret_cast<uint32_t *>(hs + sw128_off(d, e)) = v;
+                if (hsave) *reinterpret_cast<uint32_t *>(hsave + (size_t)d * 64 + e) = v;
+            }
+        cp_async_wait_current(n + 1 < a.NT);
+        wg_fence_proxy_smem(); // this thread's shared stores and copies, before the MMAs read them
+        __syncthreads();
+        float D[32];
+        { // D = W h_n
+            const uint32_t w_a = smem_u32(W);
+            wg_fence();
+#pragma unroll
+            for (int s = 0; s < 4; s++)
+                wgmma_m64n64k16<0, 1>(D, wg_desc_sw128(w_a + 32 * s), wg_desc_mn_sw128(hs_a + 2048 * s, 8192), s);
+            wg_commit();
+            wg_wait<0>();
+            wg_fence_regs(D);
+        }
+        { // V_new = U - D (rows R0..), then Vd = bf16(e^{G_last - G} V_new), zero past Lc
+            const int dl = dr_ds(a, b, t0, Lc, Lc - 1);
+            const float dec0 = dr_ds(a, b, t0, Lc, R0 + acc_row(0)) == dl ? dr_exp2(GL - G0) : 0.0f;
+            const float dec1 = dr_ds(a, b, t0, Lc, R0 + acc_row(2)) == dl ? dr_exp2(GL - G1) : 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    const int r = R0 + acc_row(2 * hh), e = acc_col(nt, 0);
+                    const uint32_t u = *reinterpret_cast<const uint32_t *>(U + r * L::LDU + e);
+                    const float v0 = bf16_lo(u) - D[4 * nt + 2 * hh], v1 = bf16_hi(u) - D[4 * nt + 2 * hh + 1];
+                    uint32_t vd = 0;
+                    if (r < Lc) {
+                        bf16 *vn = a.vnew ? reinterpret_cast<bf16 *>(a.vnew) + (hr0 + r) * 64 + e : NULL;
+                        if (vn && pairs_v) {
+                            *reinterpret_cast<uint32_t *>(vn) = pack_bf16(v0, v1);
+                        } else if (vn) {
+                            vn[0] = __float2bfloat16_rn(v0);
+                            vn[1] = __float2bfloat16_rn(v1);
+                        }
+                        const float dec = hh ? dec1 : dec0;
+                        vd = pack_bf16(dec * v0, dec * v1);
+                    }
+                    *reinterpret_cast<uint32_t *>(Vd + sw128_off(r, e)) = vd;
+                }
+        }
+        wg_fence_proxy_smem();
+        __syncthreads();
+        { // h <- e^{G_last} h + K^T Vd
+            const float eL = dr_carried_ds(dr_ds(a, b, t0, Lc, Lc - 1), t0) ? dr_exp2(GL) : 0.0f;
+#pragma unroll
+            for (int x = 0; x < 32; x++) h[x] *= eL;
+            const uint32_t k_a = smem_u32(K);
+            wg_fence();
+#pragma unroll
+            for (int s = 0; s < 4; s++) // (Vd's and K's rows past Lc are zero: a partial chunk's steps add zeros)
+                wgmma_m64n64k16<1, 1>(h, wg_desc_mn_sw128(k_a + 2048 * s, 8192), wg_desc_mn_sw128(vd_a + 2048 * s, 8192),
+                                      1);
+            wg_commit();
+            wg_wait<0>();
+            wg_fence_regs(h);
+        }
+        __syncthreads(); // hs, Vd and this stage are rewritten next
+    }
+    if (a.state) {
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int x = 0; x < 4; x++) {
+                const int d = R0 + acc_row(x), e = acc_col(nt, x);
+                a.state[(bj * 64 + d) * 64 + e] = h[4 * nt + x];
+            }
+    }
+}
+
+// Runs the kernel when asked (GDN_CUDA_DR_BV=64) and it takes the call: dk = dv = 64, an sm_90 device, 16-byte
+// aligned k rows (cp.async). Returns whether it ran.
+bool dr_wg_state(const DrArgs &a) {
+    const char *forced = getenv("GDN_CUDA_DR_BV");
+    if (!forced || atoi(forced) != 64) return false;
+    if (a.dk != 64 || a.dv != 64 || !cu_sm90() || ((uintptr_t)a.k & 15) || a.ldqk % 8) return false;
+    cu_launch("delta_rule_wg_state", dr_wg_state_kernel, dim3(1, a.HV, a.B), dim3(TC_THREADS),
+              WgState::smem, a);
+    return true;
+}
