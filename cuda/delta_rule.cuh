@@ -394,3 +394,5 @@ void dr_tc_fwd_state(const DrArgs &a);
 // The state recurrence on wgmma (cuda/delta_rule_wg_state.cu) when GDN_CUDA_DR_BV=64 and the call fits it (dk = dv
 // = 64, sm_90); returns whether it ran.
 bool dr_wg_state(const DrArgs &a);
+// The backward dh recurrence likewise (same file; GDN_CUDA_DR_BV=64, the same shapes).
+bool dr_wg_dh(const DrArgs &a);

@@ -526,6 +526,10 @@ __global__ void __launch_bounds__(TC_THREADS, 2) dr_tc_grad_kernel(DrArgs a) {
 
 void dr_tc_bwd(const DrArgs &a) {
     dr_tc_bwd_intra(a);
+    if (dr_wg_dh(a)) {
+        cu_launch("delta_rule_bwd tc grad", dr_tc_grad_kernel, dim3(a.NT, a.H, a.B), dim3(TC_THREADS), TcGrad::smem, a);
+        return;
+    }
     const int bv = dr_tc_pick_bv(a, (const void *)dr_tc_dh_kernel<16>, TcDh<16>::smem, (const void *)dr_tc_dh_kernel<32>,
                                  TcDh<32>::smem);
     if (bv == 32)

@@ -1,12 +1,14 @@
-// delta_rule_wg_state.cu: the chunked delta rule's forward state recurrence (delta_rule_tc_fwd.cu's state kernel)
-// on warpgroup MMAs, one block per (batch, v head) holding the whole 64 x 64 state: FLA's chunk_gated_delta_rule_fwd_h
-// form (one program per head and 64-wide dv block, its tl.dot a wgmma on Hopper).
+// delta_rule_wg_state.cu: the chunked delta rule's serial recurrences, the forward's state (delta_rule_tc_fwd.cu's
+// state kernel) and the backward's dh (delta_rule_tc_bwd.cu's), on warpgroup MMAs, one block per (batch, v head)
+// holding the whole 64 x 64 state: FLA's chunk_gated_delta_rule_fwd_h / bwd_dhu form (one program per head and
+// 64-wide dv block, its tl.dot a wgmma on Hopper).
 //
 // Why: the mma.sync kernel at 16-wide dv tiles re-reads each chunk's W and K tiles for every tile (~350 MB a layer
 // at the 300M, ~126 us), and at 64-wide tiles its per-warp mma chains made it latency-bound (session 13: slower). A
 // wgmma takes the chunk's whole [64 x 64] x [64 x 64] product from shared memory in four asynchronous k16 steps, so
 // one warpgroup a head covers the bytes' floor (~40 KB a chunk and head in and out: ~164 MB a layer, ~49 us on an
-// H100; FLA's kernel ~59). Opt-in (GDN_CUDA_DR_BV=64) until measured on a GPU (notes/PERF.md, session 19).
+// H100; FLA's kernel ~59; dh the same with Q and dO: FLA's dhu ~88 us). Opt-in (GDN_CUDA_DR_BV=64) until measured
+// on a GPU (notes/PERF.md, session 19).
 //
 // Per chunk n (rows t0 .. t0 + Lc - 1), h the fp32 state in the accumulators' layout (hopper.cuh):
 //   h_n saved (bf16) and written as the B operand of W h (MN-major: [dk][dv] rows, 128-byte swizzle);
@@ -175,6 +177,170 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
                 a.state[(bj * 64 + d) * 64 + e] = h[4 * nt + x];
             }
     }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The backward's dh recurrence (delta_rule_tc_bwd.cu's dh kernel) the same way, last chunk first, dS (dL/d of the
+// state at the chunk's end) in the accumulators:
+//   dS_end saved (bf16) and written as the B operand of K dS (MN-major);  Q <- bf16(s e^G q) in its tile;
+//   D = K dS_end (A = the K tile, K-major);  dV_new = dV_local + e^{G_last - G} D (saved; its tile, 0 past Lc);
+//   dS <- e^{G_last} dS + Qg^T dO - W^T dV_new (A = the Q and W tiles read MN-major, B = dO and dV_new MN-major),
+// the W^T dV_new product summed apart and subtracted, as the mma.sync kernel does.
+namespace {
+struct WgDh {
+    static constexpr int LDU = DR_C + 8;
+    static constexpr size_t TILE = 64 * 128, U_B = (size_t)DR_C * LDU * sizeof(bf16);
+    static constexpr size_t stage = 4 * TILE + U_B; // K, Q, W, dO (swizzled), dV_local (plain): 41 x 1024
+    static constexpr size_t off_ds = 2 * stage, off_dvn = off_ds + TILE;
+    static constexpr size_t smem = off_dvn + TILE + 1024;
+};
+static_assert(WgDh::stage % 1024 == 0, "swizzled tiles start on 1024-byte boundaries");
+} // namespace
+
+__global__ void __launch_bounds__(TC_THREADS) dr_wg_dh_kernel(DrArgs a) {
+    using L = WgDh;
+    CU_DYN_SMEM(unsigned char, raw);
+    unsigned char *sm = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
+    unsigned char *dSs = sm + L::off_ds, *dVn = sm + L::off_dvn;
+    const int j = blockIdx.y, b = blockIdx.z, i = j / a.G;
+    const int warp = threadIdx.x >> 5, R0 = 16 * warp, qrow = threadIdx.x >> 1;
+    const size_t bj = (size_t)b * a.HV + j;
+
+    auto tiles = [&](int n, int buf) {
+        unsigned char *K = sm + buf * L::stage, *Q = K + L::TILE, *W = Q + L::TILE, *dO = W + L::TILE;
+        bf16 *dl = reinterpret_cast<bf16 *>(dO + L::TILE);
+        const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
+        const size_t tok0 = (size_t)b * a.T + t0, hr0 = bj * a.T + t0;
+        tile_load_sw128(K, (const bf16 *)a.k + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
+        tile_load_sw128(Q, (const bf16 *)a.q + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
+        tile_load_sw128(W, (const bf16 *)a.W + hr0 * 64, 64, Lc);
+        tile_load_sw128(dO, (const bf16 *)a.dO + tok0 * a.lddo + (size_t)j * 64, a.lddo, Lc);
+        tile_load<DR_C, DR_C, L::LDU>(dl, (const bf16 *)a.dvloc + hr0 * 64, 64, Lc, 64);
+        cp_async_commit();
+    };
+    auto gload = [&](int n, float (&g)[4]) { // G of the two accumulator rows, of the Q row scaled, of the last
+        const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
+        const float *G = a.Gc + bj * a.T + t0;
+        g[0] = G[min(R0 + acc_row(0), Lc - 1)];
+        g[1] = G[min(R0 + acc_row(2), Lc - 1)];
+        g[2] = G[min(qrow, Lc - 1)];
+        g[3] = G[Lc - 1];
+    };
+
+    float dS[32]; // dS[4 nt + x]: row R0 + acc_row(x), column acc_col(nt, x)
+#pragma unroll
+    for (int x = 0; x < 32; x++) dS[x] = 0.0f;
+    float gn[4];
+    tiles(a.NT - 1, (a.NT - 1) & 1);
+    gload(a.NT - 1, gn);
+    const bool pairs_dv = tc_pairs_ok(a.dvnew, 64);
+    const uint32_t ds_a = smem_u32(dSs), dvn_a = smem_u32(dVn);
+    for (int n = a.NT - 1; n >= 0; n--) {
+        const int buf = n & 1, t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
+        const size_t hr0 = bj * a.T + t0;
+        unsigned char *K = sm + buf * L::stage, *Q = K + L::TILE, *W = Q + L::TILE, *dO = W + L::TILE;
+        const bf16 *dl = reinterpret_cast<const bf16 *>(dO + L::TILE);
+        const float G0 = gn[0], G1 = gn[1], GQ = gn[2], GL = gn[3];
+        if (n > 0) {
+            tiles(n - 1, buf ^ 1);
+            gload(n - 1, gn);
+        }
+        bf16 *dh = reinterpret_cast<bf16 *>(a.dh) + dr_state_off(a, b, j, n);
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int d = R0 + acc_row(2 * hh), e = acc_col(nt, 0);
+                const uint32_t v = pack_bf16(dS[4 * nt + 2 * hh], dS[4 * nt + 2 * hh + 1]);
+                *reinterpret_cast<uint32_t *>(dSs + sw128_off(d, e)) = v;
+                *reinterpret_cast<uint32_t *>(dh + (size_t)d * 64 + e) = v;
+            }
+        cp_async_wait_current(n > 0);
+        __syncthreads();
+        const int dl_ = dr_ds(a, b, t0, Lc, Lc - 1); // packed documents (delta_rule.cuh)
+        if (qrow < Lc) { // Q <- bf16(s e^G q): a thread pair per row, 32 columns (four 16-byte units) each
+            const float f = a.scale * (dr_carried_ds(dr_ds(a, b, t0, Lc, qrow), t0) ? dr_exp2(GQ) : 0.0f);
+#pragma unroll
+            for (int w = 0; w < 4; w++) {
+                bf16 *qu = reinterpret_cast<bf16 *>(Q + sw128_off(qrow, 8 * (4 * (threadIdx.x & 1) + w)));
+                float x[8];
+                load_vec<bf16, 8>(x, qu);
+#pragma unroll
+                for (int c = 0; c < 8; c++) x[c] *= f;
+                store_vec<bf16, 8>(qu, x);
+            }
+        }
+        wg_fence_proxy_smem(); // dS_end's tile, this thread's copies and Q's scaling, before the MMAs read them
+        __syncthreads();
+        { // dV_new = dV_local + e^{G_last - G} (K dS_end), rows R0..
+            float D[32];
+            wg_fence();
+#pragma unroll
+            for (int s = 0; s < 4; s++)
+                wgmma_m64n64k16<0, 1>(D, wg_desc_sw128(smem_u32(K) + 32 * s), wg_desc_mn_sw128(ds_a + 2048 * s, 8192), s);
+            wg_commit();
+            wg_wait<0>();
+            wg_fence_regs(D);
+            const float dec0 = dr_ds(a, b, t0, Lc, R0 + acc_row(0)) == dl_ ? dr_exp2(GL - G0) : 0.0f;
+            const float dec1 = dr_ds(a, b, t0, Lc, R0 + acc_row(2)) == dl_ ? dr_exp2(GL - G1) : 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    const int r = R0 + acc_row(2 * hh), e = acc_col(nt, 0);
+                    uint32_t packed = 0;
+                    if (r < Lc) {
+                        const uint32_t l2 = *reinterpret_cast<const uint32_t *>(dl + r * L::LDU + e);
+                        const float dec = hh ? dec1 : dec0;
+                        const float v0 = bf16_lo(l2) + dec * D[4 * nt + 2 * hh], v1 = bf16_hi(l2) + dec * D[4 * nt + 2 * hh + 1];
+                        packed = pack_bf16(v0, v1);
+                        bf16 *o = reinterpret_cast<bf16 *>(a.dvnew) + (hr0 + r) * 64 + e;
+                        if (pairs_dv) {
+                            *reinterpret_cast<uint32_t *>(o) = packed;
+                        } else {
+                            o[0] = __float2bfloat16_rn(v0);
+                            o[1] = __float2bfloat16_rn(v1);
+                        }
+                    }
+                    *reinterpret_cast<uint32_t *>(dVn + sw128_off(r, e)) = packed;
+                }
+        }
+        wg_fence_proxy_smem();
+        __syncthreads(); // dV_new's tile complete
+        { // dS_start = e^{G_last} dS_end + Qg^T dO - W^T dV_new
+            const float eL = dr_carried_ds(dl_, t0) ? dr_exp2(GL) : 0.0f;
+#pragma unroll
+            for (int x = 0; x < 32; x++) dS[x] *= eL;
+            float wdv[32];
+            wg_fence();
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                wgmma_m64n64k16<1, 1>(dS, wg_desc_mn_sw128(smem_u32(Q) + 2048 * s, 8192),
+                                      wg_desc_mn_sw128(smem_u32(dO) + 2048 * s, 8192), 1);
+                wgmma_m64n64k16<1, 1>(wdv, wg_desc_mn_sw128(smem_u32(W) + 2048 * s, 8192),
+                                      wg_desc_mn_sw128(dvn_a + 2048 * s, 8192), s);
+            }
+            wg_commit();
+            wg_wait<0>();
+            wg_fence_regs(dS);
+            wg_fence_regs(wdv);
+#pragma unroll
+            for (int x = 0; x < 32; x++) dS[x] -= wdv[x];
+        }
+        __syncthreads(); // dSs, dVn and this stage are rewritten next
+    }
+}
+
+// The dh recurrence on wgmma under the same conditions as the state's (GDN_CUDA_DR_BV=64, dk = dv = 64, sm_90,
+// 16-byte aligned q|k and dO rows). Returns whether it ran.
+bool dr_wg_dh(const DrArgs &a) {
+    const char *forced = getenv("GDN_CUDA_DR_BV");
+    if (!forced || atoi(forced) != 64) return false;
+    if (a.dk != 64 || a.dv != 64 || !cu_sm90() || ((uintptr_t)a.k & 15) || ((uintptr_t)a.q & 15) || a.ldqk % 8 ||
+        ((uintptr_t)a.dO & 15) || a.lddo % 8)
+        return false;
+    cu_launch("delta_rule_wg_dh", dr_wg_dh_kernel, dim3(1, a.HV, a.B), dim3(TC_THREADS), WgDh::smem, a);
+    return true;
 }
 
 // Runs the kernel when asked (GDN_CUDA_DR_BV=64) and it takes the call: dk = dv = 64, an sm_90 device, 16-byte

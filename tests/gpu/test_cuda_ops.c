@@ -114,8 +114,8 @@ static void build_cases(int quick) {
     cases_delta(&g, (DeltaShape){1, 192, 1, 4, 48, 32, 3, 0, 0, 1}, 0); // GVA 4, odd strides (scalar loads and
                                                                         // stores), T = 3 x 64, no h_save
     cases_delta(&g, (DeltaShape){2, 140, 1, 2, 32, 64, 0, 1, 1, 1, 32}, 0); // 32-wide dv tiles (serial kernels)
-    // the forward state recurrence on wgmma (GDN_CUDA_DR_BV=64: 300M heads, one block a head): state and h_save,
-    // partial last chunk, GVA 2; then strided q|k without them
+    // the serial recurrences (forward state, backward dh) on wgmma (GDN_CUDA_DR_BV=64: 300M heads, one block a
+    // head): state and h_save, partial last chunk, GVA 2; then strided q|k without a state
     cases_delta(&g, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, 64}, 0);
     cases_delta(&g, (DeltaShape){1, 200, 1, 2, 64, 64, 8, 0, 1, 0, 64}, 0);
     cases_delta(&g, (DeltaShape){1, 100, 1, 1, 128, 64, 0, 1, 1, 1}, 0); // dk = 128 (CUDA-core kernels in bf16)
