@@ -48,6 +48,21 @@ __device__ __forceinline__ void tile_load_sw128(unsigned char *dst, const bf16 *
     }
 }
 
+// A warp's rows of the 64 x 64 state in accumulators (st[4 nt + x]: row R0 + acc_row(x), column acc_col(nt, x)) as
+// bf16 into its swizzled operand tile and, unless save is NULL, into the saved [64][64] copy: h_n of the forward,
+// dS_end of the backward.
+__device__ __forceinline__ void wg_state_out(const float (&st)[32], unsigned char *tile, bf16 *save, int R0) {
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int d = R0 + acc_row(2 * hh), e = acc_col(nt, 0);
+            const uint32_t v = pack_bf16(st[4 * nt + 2 * hh], st[4 * nt + 2 * hh + 1]);
+            *reinterpret_cast<uint32_t *>(tile + sw128_off(d, e)) = v;
+            if (save) *reinterpret_cast<uint32_t *>(save + (size_t)d * 64 + e) = v;
+        }
+}
+
 __global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
     using L = WgState;
     CU_DYN_SMEM(unsigned char, raw);
@@ -100,16 +115,7 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
             gload(n + 1, g0, g1, gl);
         }
         // h_n: saved (act) and written as the B operand of W h
-        bf16 *hsave = a.h ? reinterpret_cast<bf16 *>(a.h) + dr_state_off(a, b, j, n) : NULL;
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                const int d = R0 + acc_row(2 * hh), e = acc_col(nt, 0);
-                const uint32_t v = pack_bf16(h[4 * nt + 2 * hh], h[4 * nt + 2 * hh + 1]);
-                *reinterpret_cast<uint32_t *>(hs + sw128_off(d, e)) = v;
-                if (hsave) *reinterpret_cast<uint32_t *>(hsave + (size_t)d * 64 + e) = v;
-            }
+        wg_state_out(h, hs, a.h ? reinterpret_cast<bf16 *>(a.h) + dr_state_off(a, b, j, n) : NULL, R0);
         cp_async_wait_current(n + 1 < a.NT);
         wg_fence_proxy_smem(); // this thread's shared stores and copies, before the MMAs read them
         __syncthreads();
@@ -245,16 +251,7 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_dh_kernel(DrArgs a) {
             tiles(n - 1, buf ^ 1);
             gload(n - 1, gn);
         }
-        bf16 *dh = reinterpret_cast<bf16 *>(a.dh) + dr_state_off(a, b, j, n);
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                const int d = R0 + acc_row(2 * hh), e = acc_col(nt, 0);
-                const uint32_t v = pack_bf16(dS[4 * nt + 2 * hh], dS[4 * nt + 2 * hh + 1]);
-                *reinterpret_cast<uint32_t *>(dSs + sw128_off(d, e)) = v;
-                *reinterpret_cast<uint32_t *>(dh + (size_t)d * 64 + e) = v;
-            }
+        wg_state_out(dS, dSs, reinterpret_cast<bf16 *>(a.dh) + dr_state_off(a, b, j, n), R0); // dh_n := dS_end
         cp_async_wait_current(n > 0);
         __syncthreads();
         const int dl_ = dr_ds(a, b, t0, Lc, Lc - 1); // packed documents (delta_rule.cuh)
@@ -331,14 +328,18 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_dh_kernel(DrArgs a) {
     }
 }
 
+// What both wgmma recurrences need: asked for (GDN_CUDA_DR_BV=64), dk = dv = 64, an sm_90 device, 16-byte aligned k
+// rows (cp.async); each adds the rows it reads besides.
+static bool wg_takes(const DrArgs &a) {
+    const char *forced = getenv("GDN_CUDA_DR_BV");
+    return forced && atoi(forced) == 64 && a.dk == 64 && a.dv == 64 && cu_sm90() && !((uintptr_t)a.k & 15) &&
+           a.ldqk % 8 == 0;
+}
+
 // The dh recurrence on wgmma under the same conditions as the state's (GDN_CUDA_DR_BV=64, dk = dv = 64, sm_90,
 // 16-byte aligned q|k and dO rows). Returns whether it ran.
 bool dr_wg_dh(const DrArgs &a) {
-    const char *forced = getenv("GDN_CUDA_DR_BV");
-    if (!forced || atoi(forced) != 64) return false;
-    if (a.dk != 64 || a.dv != 64 || !cu_sm90() || ((uintptr_t)a.k & 15) || ((uintptr_t)a.q & 15) || a.ldqk % 8 ||
-        ((uintptr_t)a.dO & 15) || a.lddo % 8)
-        return false;
+    if (!wg_takes(a) || ((uintptr_t)a.q & 15) || ((uintptr_t)a.dO & 15) || a.lddo % 8) return false;
     cu_launch("delta_rule_wg_dh", dr_wg_dh_kernel, dim3(1, a.HV, a.B), dim3(TC_THREADS), WgDh::smem, a);
     return true;
 }
@@ -346,9 +347,7 @@ bool dr_wg_dh(const DrArgs &a) {
 // Runs the kernel when asked (GDN_CUDA_DR_BV=64) and it takes the call: dk = dv = 64, an sm_90 device, 16-byte
 // aligned k rows (cp.async). Returns whether it ran.
 bool dr_wg_state(const DrArgs &a) {
-    const char *forced = getenv("GDN_CUDA_DR_BV");
-    if (!forced || atoi(forced) != 64) return false;
-    if (a.dk != 64 || a.dv != 64 || !cu_sm90() || ((uintptr_t)a.k & 15) || a.ldqk % 8) return false;
+    if (!wg_takes(a)) return false;
     cu_launch("delta_rule_wg_state", dr_wg_state_kernel, dim3(1, a.HV, a.B), dim3(TC_THREADS),
               WgState::smem, a);
     return true;
