@@ -132,8 +132,10 @@ static void run_lmhead_norm_argmax(const Backend *be, void **p, const Case *c) {
 // Each row's argmax is planted far above rounding differences: E row 5 + 7m (m >= 1) is x's row m / (8 + m), a logit
 // of ~h rms(x) / (8 + m) against N(0, 0.05 sqrt(h)) for the others; E rows 5 and V - 3 are zero but for 20 at k0,
 // x row 0's largest entry, so every row's logits there are one product, equal in any summation order (a tie the
-// lower index must win), and row 0's maximum (~20 x 3). ring_k > 0: the argmax is also pushed into a token ring of
-// ring_k slots whose count starts at ring_k + 2 (slot 2 written, the others kept, count + 1).
+// lower index must win), and row 0's maximum (~20 x 3). The later rows are zero at k0 (x and resid), so those two
+// logits are 0 for them: 20 times their own entry there could have matched their planted ~h / (8 + m). ring_k > 0:
+// the argmax is also pushed into a token ring of ring_k slots whose count starts at ring_k + 2 (slot 2 written, the
+// others kept, count + 1).
 void cases_lmhead_norm_argmax(Rng *g, int M, int V, int h, int resid, int big, int ring_k) {
     Case *c = new_case("lmhead_norm_argmax", run_lmhead_norm_argmax, "M=%d V=%d h=%d%s%s", M, V, h,
                        resid ? " resid" : "", ring_k ? " ring" : "");
@@ -152,6 +154,8 @@ void cases_lmhead_norm_argmax(Rng *g, int M, int V, int h, int resid, int big, i
     int k0 = 0;
     for (int k = 1; k < h; k++)
         if (x->init[k] > x->init[k0]) k0 = k;
+    for (int m = 1; m < M; m++) // rows 5 and V - 3 give the later rows a logit of exactly 0, not 20 x's entry at k0
+        x->init[(size_t)m * h + k0] = r->init[(size_t)m * h + k0] = 0.0f;
     for (int k = 0; k < h; k++) E->init[(size_t)5 * h + k] = E->init[(size_t)(V - 3) * h + k] = k == k0 ? 20.0f : 0.0f;
     add_t(c, "argmax", K_I32, R_OUT, M, 1, 1, F32_EXACT, B16_EXACT);
     add_t(c, "logits", K_F32, R_OUT, M, V, 0, F32_GEMM, B16_NORM_GEMM);
