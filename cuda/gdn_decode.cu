@@ -15,7 +15,8 @@
 // conv-state and state entry has one writer: a part's v channels and columns by that part; q_i, k_i's conv
 // state (read by every part) and the gated RMSNorm (over whole v heads, which parts may cut) by the group's
 // last part to arrive (an integer counter), after every part has read that state and stored its o into y.
-// Per-element arithmetic and summation order are the same for any split, so outputs are bit-identical.
+// Per-element arithmetic and summation order are the same for any split, so outputs are bit-identical
+// (GDN_CUDA_DECODE_PARTS=1 takes one block per group at any B, for A/B runs).
 // Act roundings as the unfused graph stores them: the conv output, the L2-normed q and k, and o (rnd<T>).
 // Shapes past this kernel's limits (dk > 128, G*dv > 1024, G > 32, K > 16, B > 65535) run the ops it stands for
 // one by one (the CPU twin's sequence), so decoding takes every shape training takes.
@@ -78,6 +79,8 @@ static void cu_gdn_decode_fwd(void *y, int ldy, const void *P, int ldp, const fl
     }
     int parts, W;
     gd_plan(B, H, HV, dv, &parts, &W);
+    static const char *one = getenv("GDN_CUDA_DECODE_PARTS"); // "1": a block per group at any B (A/B runs)
+    if (one && !strcmp(one, "1")) parts = 1, W = HV / H * dv;
     GdArgs a = {y, P, conv_w, A_log, dt_bias, norm_w, conv_state, S, ids, eod, ldy, ldp, H, HV, dk, dv, K, parts, W,
                 eps, 1.0f / sqrtf((float)dk)};
     if (parts > 1)

@@ -66,10 +66,9 @@ __device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by
 
     // Until wait(), while the in_proj GEMV before it finishes, the body reads only what nothing of this step writes
     // before it: the weights, and the conv state and S, which only this layer's mixer writes (the previous step's,
-    // complete). Split launches (small B) take the thread's first conv channel and the part's first slice of S into
-    // registers here.
-    float win0[GD_KMAX], cw0[GD_KMAX], s0[GD_MAX_R];
-    if (split && tid < 2 * dk + Wp) {
+    // complete). The thread's first conv channel and its columns of the first slice of S come into registers here.
+    float win0[GD_KMAX], cw0[GD_KMAX], s0[NC][GD_MAX_R];
+    if (tid < 2 * dk + Wp) {
         const int c = chan(tid);
 #pragma unroll
         for (int j = 0; j < GD_KMAX; j++) { // unrolled with a fixed bound: registers, not the stack
@@ -77,13 +76,14 @@ __device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by
             cw0[j] = j < a.K ? a.conv_w[(size_t)c * a.K + j] : 0.0f;
         }
     }
-    if (split) {
-        const int e = c0 + x, jj = e / a.dv, ee = e - jj * a.dv;
+#pragma unroll
+    for (int cc = 0; cc < NC; cc++) {
+        const int e = c0 + x + GD_COLS * cc, jj = e / a.dv, ee = e - jj * a.dv;
         const float *st = a.S + (((size_t)b * a.HV + i * G + jj) * dk) * a.dv + ee;
 #pragma unroll
         for (int r = 0; r < GD_MAX_R; r++) {
             const int d = y + GD_ROWS * r;
-            s0[r] = (e < c0 + Wp && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
+            s0[cc][r] = (e < c0 + Wp && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
         }
     }
     wait();
@@ -92,7 +92,7 @@ __device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by
     // conv step + SiLU of the part's channels; the state [B, Dc, K-1] shifts by one (oldest first)
     for (int cl = tid; cl < 2 * dk + Wp; cl += nthr) {
         const int c = chan(cl);
-        const bool pre = split && cl == tid; // read before the wait
+        const bool pre = cl == tid; // read before the wait
         float *st = a.conv_state + ((size_t)b * Dc + c) * H1;
         const float xn = to_f(P[c]);
         // loops over the fixed GD_KMAX, predicated on K: the window stays in registers (taps in the same order)
@@ -148,8 +148,8 @@ __device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by
 #pragma unroll
             for (int r = 0; r < GD_MAX_R; r++) {
                 const int d = y + GD_ROWS * r;
-                // split: the part's first slice came in before the wait (same columns: e0 == c0, NC == 1)
-                s[cc][r] = split && e0 == c0 ? s0[r] : (col && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
+                // the first slice came in before the wait (the same columns)
+                s[cc][r] = e0 == c0 ? s0[cc][r] : (col && d < dk) ? st[(size_t)d * a.dv] : 0.0f;
                 if (d < dk) {
                     s[cc][r] *= al;
                     part_ += s[cc][r] * ks[d];
