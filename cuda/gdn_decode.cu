@@ -16,10 +16,12 @@
 // state (read by every part) and the gated RMSNorm (over whole v heads, which parts may cut) by the group's
 // last part to arrive (an integer counter), after every part has read that state and stored its o into y.
 // Per-element arithmetic and summation order are the same for any split, so outputs are bit-identical
-// (GDN_CUDA_DECODE_PARTS=1 takes one block per group at any B, for A/B runs).
+// (GDN_CUDA_DECODE_PARTS=n takes n parts a group at any B, for A/B runs; 1: one block a group).
 // Act roundings as the unfused graph stores them: the conv output, the L2-normed q and k, and o (rnd<T>).
 // Shapes past this kernel's limits (dk > 128, G*dv > 1024, G > 32, K > 16, B > 65535) run the ops it stands for
 // one by one (the CPU twin's sequence), so decoding takes every shape training takes.
+#include <stdlib.h>
+
 #include "cuda/gdn_decode.cuh"
 
 // Launched with programmatic dependent launch (cu_launch_pdl); grid (H * parts, B), block (32, 8).
@@ -79,8 +81,12 @@ static void cu_gdn_decode_fwd(void *y, int ldy, const void *P, int ldp, const fl
     }
     int parts, W;
     gd_plan(B, H, HV, dv, &parts, &W);
-    static const char *one = getenv("GDN_CUDA_DECODE_PARTS"); // "1": a block per group at any B (A/B runs)
-    if (one && !strcmp(one, "1")) parts = 1, W = HV / H * dv;
+    static const char *forced = getenv("GDN_CUDA_DECODE_PARTS"); // n: n parts a group at any B (A/B runs)
+    if (forced && atoi(forced) > 0) {
+        const int E = HV / H * dv, chunks = (E + GD_COLS - 1) / GD_COLS, n = atoi(forced) < chunks ? atoi(forced) : chunks;
+        W = n > 1 ? GD_COLS * ((chunks + n - 1) / n) : E;
+        parts = (E + W - 1) / W;
+    }
     GdArgs a = {y, P, conv_w, A_log, dt_bias, norm_w, conv_state, S, ids, eod, ldy, ldp, H, HV, dk, dv, K, parts, W,
                 eps, 1.0f / sqrtf((float)dk)};
     if (parts > 1)
