@@ -4,7 +4,7 @@
 #include "cuda/common.cuh"
 
 enum { GD_COLS = 32, GD_ROWS = 8, GD_MAX_DK = 128, GD_MAX_R = GD_MAX_DK / GD_ROWS, GD_MAX_E = 1024, GD_MAX_G = 32,
-       GD_KMAX = 16, GD_MAX_GROUPS = 1024, GD_ZR = 4 };
+       GD_KMAX = 16, GD_MAX_GROUPS = 1024 };
 
 // Arrivals per group (b, i) of a split launch; the last part resets its entry to 0 for the next launch (one
 // stream: launches of this kernel never overlap).
@@ -88,14 +88,6 @@ __device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by
     }
     wait();
     const bool reset = a.ids && a.ids[b] == a.eod; // the next token starts a document
-    // The gated norm's z for this warp's first head (jj = y) and first GD_ZR columns a lane, loaded now so its L2
-    // latency passes under the conv and the state update instead of after them (the norm reads them last).
-    float zf[GD_ZR];
-#pragma unroll
-    for (int t = 0; t < GD_ZR; t++) {
-        const int e = x + GD_COLS * t;
-        zf[t] = y < G && e < a.dv ? to_f(P[2 * Kd + Vd + (size_t)(i * G + y) * a.dv + e]) : 0.0f;
-    }
 
     // conv step + SiLU of the part's channels; the state [B, Dc, K-1] shifts by one (oldest first)
     for (int cl = tid; cl < 2 * dk + Wp; cl += nthr) {
@@ -240,16 +232,10 @@ __device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by
             ss += v * v;
         }
         const float rs = 1.0f / sqrtf(warp_sum(ss) / (float)a.dv + a.eps);
-        auto out = [&](int e, float z) {
-            const float v = split ? gd_load_l2(yj + e) : o[e];
+        for (int e = x; e < a.dv; e += 32) {
+            const float z = to_f(P[2 * Kd + Vd + (size_t)j * a.dv + e]), v = split ? gd_load_l2(yj + e) : o[e];
             yj[e] = from_f<T>(v * rs * a.norm_w[e] * (z * sigmoid_f(z)));
-        };
-#pragma unroll
-        for (int t = 0; t < GD_ZR; t++) { // unrolled: zf stays in registers
-            const int e = x + GD_COLS * t;
-            if (e < a.dv) out(e, jj == y ? zf[t] : to_f(P[2 * Kd + Vd + (size_t)j * a.dv + e]));
         }
-        for (int e = x + GD_COLS * GD_ZR; e < a.dv; e += GD_COLS) out(e, to_f(P[2 * Kd + Vd + (size_t)j * a.dv + e]));
     }
 }
 
