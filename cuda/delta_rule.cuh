@@ -391,8 +391,8 @@ template <typename T> void dr_decode_fwd(const DrArgs &a);
 // Forward pieces reused by the backward when h_save is NULL (to rebuild h).
 void dr_tc_fwd_intra(const DrArgs &a);
 void dr_tc_fwd_state(const DrArgs &a);
-// The state recurrence on wgmma (cuda/delta_rule_wg_state.cu) when GDN_CUDA_DR_BV=64 and the call fits it (dk = dv
-// = 64, sm_90); returns whether it ran.
+// The state recurrence on wgmma (cuda/delta_rule_wg_state.cu) when the call fits it (dk = dv = 64, sm_90) and
+// GDN_CUDA_DR_BV forces no mma.sync tile width (16, 32); returns whether it ran.
 bool dr_wg_state(const DrArgs &a);
-// The backward dh recurrence likewise (same file; GDN_CUDA_DR_BV=64, the same shapes).
+// The backward dh recurrence likewise (same file, the same conditions).
 bool dr_wg_dh(const DrArgs &a);

@@ -328,24 +328,23 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_dh_kernel(DrArgs a) {
     }
 }
 
-// What both wgmma recurrences need: asked for (GDN_CUDA_DR_BV=64), dk = dv = 64, an sm_90 device, 16-byte aligned k
-// rows (cp.async); each adds the rows it reads besides.
+// What both wgmma recurrences need: dk = dv = 64, an sm_90 device, 16-byte aligned k rows (cp.async), and no
+// mma.sync tile width forced (GDN_CUDA_DR_BV=16 or 32: A/B runs, tests); each adds the rows it reads besides.
 static bool wg_takes(const DrArgs &a) {
     const char *forced = getenv("GDN_CUDA_DR_BV");
-    return forced && atoi(forced) == 64 && a.dk == 64 && a.dv == 64 && cu_sm90() && !((uintptr_t)a.k & 15) &&
-           a.ldqk % 8 == 0;
+    const bool mma_sync = forced && (atoi(forced) == 16 || atoi(forced) == 32);
+    return !mma_sync && a.dk == 64 && a.dv == 64 && cu_sm90() && !((uintptr_t)a.k & 15) && a.ldqk % 8 == 0;
 }
 
-// The dh recurrence on wgmma under the same conditions as the state's (GDN_CUDA_DR_BV=64, dk = dv = 64, sm_90,
-// 16-byte aligned q|k and dO rows). Returns whether it ran.
+// The dh recurrence on wgmma under the same conditions as the state's (wg_takes), with 16-byte aligned q and dO rows.
+// Returns whether it ran.
 bool dr_wg_dh(const DrArgs &a) {
     if (!wg_takes(a) || ((uintptr_t)a.q & 15) || ((uintptr_t)a.dO & 15) || a.lddo % 8) return false;
     cu_launch("delta_rule_wg_dh", dr_wg_dh_kernel, dim3(1, a.HV, a.B), dim3(TC_THREADS), WgDh::smem, a);
     return true;
 }
 
-// Runs the kernel when asked (GDN_CUDA_DR_BV=64) and it takes the call: dk = dv = 64, an sm_90 device, 16-byte
-// aligned k rows (cp.async). Returns whether it ran.
+// Runs the kernel when it takes the call (wg_takes). Returns whether it ran.
 bool dr_wg_state(const DrArgs &a) {
     if (!wg_takes(a)) return false;
     cu_launch("delta_rule_wg_state", dr_wg_state_kernel, dim3(1, a.HV, a.B), dim3(TC_THREADS),

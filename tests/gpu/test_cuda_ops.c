@@ -121,6 +121,8 @@ static void build_cases(int quick) {
         Rng gw = {0x3c9a};
         cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, 64}, 0);
         cases_delta(&gw, (DeltaShape){1, 200, 1, 2, 64, 64, 8, 0, 1, 0, 64}, 0);
+        // the mma.sync serial kernels at the 300M's heads (the wgmma ones take dk = dv = 64 by default on sm_90)
+        cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, 16}, 0);
     }
     cases_delta(&g, (DeltaShape){1, 100, 1, 1, 128, 64, 0, 1, 1, 1}, 0); // dk = 128 (CUDA-core kernels in bf16)
     cases_delta(&g, (DeltaShape){2, 256, 4, 8, 64, 64, 0, 0, 1}, 1);  // 300M heads
