@@ -7,8 +7,11 @@
 // at the 300M, ~126 us), and at 64-wide tiles its per-warp mma chains made it latency-bound (session 13: slower). A
 // wgmma takes the chunk's whole [64 x 64] x [64 x 64] product from shared memory in four asynchronous k16 steps, so
 // one warpgroup a head covers the bytes' floor (~40 KB a chunk and head in and out: ~164 MB a layer, ~49 us on an
-// H100; FLA's kernel ~59; dh the same with Q and dO: FLA's dhu ~88 us). Opt-in (GDN_CUDA_DR_BV=64) until measured
-// on a GPU (notes/PERF.md, session 19).
+// H100; FLA's kernel ~59; dh the same with Q and dO: FLA's dhu ~88 us). Measured (session 20, H100, ncu): state 153
+// us a layer against the mma.sync kernel's 150, dh 161 against 186; the products' bits are the mma.sync kernels' (the
+// same k16 steps in the same order: the step's loss and FLA's 20-step parity are unchanged to the last digit). Both
+// are far from that floor: ~1,400 (state) and ~1,700 (dh) instructions a warp a chunk, issue-bound with one warpgroup
+// an SM (notes/PERF.md). The default at dk = dv = 64 on sm_90; GDN_CUDA_DR_BV=16|32 forces the mma.sync kernels.
 //
 // Per chunk n (rows t0 .. t0 + Lc - 1), h the fp32 state in the accumulators' layout (hopper.cuh):
 //   h_n saved (bf16) and written as the B operand of W h (MN-major: [dk][dv] rows, 128-byte swizzle);
