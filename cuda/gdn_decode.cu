@@ -83,7 +83,8 @@ static void cu_gdn_decode_fwd(void *y, int ldy, const void *P, int ldp, const fl
     gd_plan(B, H, HV, dv, &parts, &W);
     static const char *forced = getenv("GDN_CUDA_DECODE_PARTS"); // n: n parts a group at any B (A/B runs)
     if (forced && atoi(forced) > 0) {
-        const int E = HV / H * dv, chunks = (E + GD_COLS - 1) / GD_COLS, n = atoi(forced) < chunks ? atoi(forced) : chunks;
+        const int E = HV / H * dv, chunks = (E + GD_COLS - 1) / GD_COLS;
+        const int n = atoi(forced) < chunks ? atoi(forced) : chunks;
         W = n > 1 ? GD_COLS * ((chunks + n - 1) / n) : E;
         parts = (E + W - 1) / W;
     }

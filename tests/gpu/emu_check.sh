@@ -96,8 +96,8 @@ if [ $# -eq 0 ]; then # our sm_90 GEMM on the cases of the ops it takes under GD
       { echo "emu_check: GDN_DECODE_BLOCK=${v%%:*}: gdn_decode_block ran ${n:-0} times (expected ${v##*:})"; exit 1; }
     echo "GDN_DECODE_BLOCK=${v%%:*}: gdn_decode_block launches $n"
   done
-  # the wgmma recurrences run in the cases at dk = dv = 64 (by default, and bv=64; each run twice for the determinism check;
-  # the state kernel in the forward, dh in the backward)
+  # the wgmma recurrences run in the cases at dk = dv = 64 (by default, and bv=64; each run twice for the determinism
+  # check; the state kernel in the forward, dh in the backward)
   for kern in delta_rule_wg_state delta_rule_wg_dh; do
     EMU_COUNT_KERNEL=$kern OMP_NUM_THREADS=1 "$OUT/test_cuda_ops" --quick --only delta_rule \
       > "$OUT/wgs.out" 2> "$OUT/wgs.err" || { echo "emu_check: delta_rule cases failed"; cat "$OUT/wgs.out" "$OUT/wgs.err"; exit 1; }
