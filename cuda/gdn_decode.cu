@@ -80,14 +80,8 @@ static void cu_gdn_decode_fwd(void *y, int ldy, const void *P, int ldp, const fl
         return;
     }
     int parts, W;
-    gd_plan(B, H, HV, dv, &parts, &W);
     static const char *forced = getenv("GDN_CUDA_DECODE_PARTS"); // n: n parts a group at any B (A/B runs)
-    if (forced && atoi(forced) > 0) {
-        const int E = HV / H * dv, chunks = (E + GD_COLS - 1) / GD_COLS;
-        const int n = atoi(forced) < chunks ? atoi(forced) : chunks;
-        W = n > 1 ? GD_COLS * ((chunks + n - 1) / n) : E;
-        parts = (E + W - 1) / W;
-    }
+    gd_plan(B, H, HV, dv, forced ? atoi(forced) : 0, &parts, &W);
     GdArgs a = {y, P, conv_w, A_log, dt_bias, norm_w, conv_state, S, ids, eod, ldy, ldp, H, HV, dk, dv, K, parts, W,
                 eps, 1.0f / sqrtf((float)dk)};
     if (parts > 1)

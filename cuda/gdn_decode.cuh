@@ -244,10 +244,11 @@ __device__ __forceinline__ void gd_run(const GdArgs &a, unsigned bx, unsigned by
 static inline bool gd_fits(int B, int H, int HV, int dk, int dv, int K) {
     return !(dk > GD_MAX_DK || HV / H * dv > GD_MAX_E || HV / H > GD_MAX_G || K < 1 || K > GD_KMAX || B > 65535);
 }
-// A group's columns split into parts of W columns (multiples of 32) while B*H groups leave most multiprocessors idle.
-static inline void gd_plan(int B, int H, int HV, int dv, int *parts_out, int *W_out) {
+// A group's columns split into parts of W columns (multiples of 32) while B*H groups leave most multiprocessors idle;
+// want > 0 asks for that many parts instead (at most one per 32 columns).
+static inline void gd_plan(int B, int H, int HV, int dv, int want, int *parts_out, int *W_out) {
     const int groups = B * H, E = HV / H * dv, chunks = (E + GD_COLS - 1) / GD_COLS;
-    int parts = groups <= GD_MAX_GROUPS ? 2 * g_cu.sm_count / groups : 1;
+    int parts = want > 0 ? want : groups <= GD_MAX_GROUPS ? 2 * g_cu.sm_count / groups : 1;
     parts = parts < 1 ? 1 : parts > chunks ? chunks : parts;
     const int W = parts > 1 ? GD_COLS * ((chunks + parts - 1) / parts) : E;
     if (parts > 1) parts = (E + W - 1) / W;

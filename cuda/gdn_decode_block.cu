@@ -209,7 +209,7 @@ template <typename T> static void cu_gdn_decode_block_fwd(const GdnDecodeBlockAr
     const bool on = getenv("GDN_DECODE_BLOCK") && !strcmp(getenv("GDN_DECODE_BLOCK"), "1");
     const int Vd = A.HV * A.dv, V = 16 / (int)sizeof(T);
     int parts = 1, W = 0;
-    if (A.B == 1) gd_plan(A.B, A.H, A.HV, A.dv, &parts, &W);
+    if (A.B == 1) gd_plan(A.B, A.H, A.HV, A.dv, 0, &parts, &W);
     // what the bodies take: one row, every K staged in shared memory, 16-byte weight rows, the mixer split in parts
     const bool fits = on && A.B == 1 && gemv_fits(1, A.h) && gemv_fits(1, Vd) && gemv_fits(1, A.F) && A.h % V == 0 &&
                       Vd % V == 0 && A.F % V == 0 && cu_aligned16(A.W_in) && cu_aligned16(A.W_o) &&

@@ -134,7 +134,8 @@ typedef struct {
     int B, T, H, HV, dk, dv, pad, state, h_save;
     int weak; // weak decays: e^{G_i - G_j} stays O(1) across a whole chunk, so every block of every product
               // matters (with the default decays it falls below 1e-5 within 16 rows)
-    int bv;   // > 0: force this dv tile width on the serial tensor-core kernels (GDN_CUDA_DR_BV; 64: the wgmma state and dh kernels)
+    int bv;   // > 0: GDN_CUDA_DR_BV for the serial tensor-core kernels: 16 or 32 the mma.sync kernels at that dv tile
+              // width, 64 the wgmma state and dh kernels (also the default at dk = dv = 64 on sm_90)
     int docs; // packed-document layout (doc_layout): 0 none, 1 fixed starts, 2 hundreds of short documents
 } DeltaShape;
 void cases_delta(Rng *g, DeltaShape s, int big);
