@@ -22,57 +22,62 @@
 #include "cuda/delta_rule.cuh"
 #include "cuda/hopper.cuh"
 
+// The state's 64 columns (dv) split among 64 / NC warpgroups of a block, NC each (GDN_CUDA_DR_WG_NC = 64, 32, 16):
+// each warpgroup's products read the block's shared W, K (Q) tiles and its own [64][NC] column slices of the state
+// and V_new (m64nNCk16), so a block holds 2 or 4 warpgroups on the same bytes, and an SM more warps to issue from.
 namespace {
 // Shared memory (offsets from a 1024-byte aligned base): per stage the W and K tiles (swizzled, 8 KB each) and U
-// (plain [64][72]); then the h and Vd operand tiles (swizzled).
-struct WgState {
-    static constexpr int LDU = DR_C + 8;
+// (plain [64][72]); then the warpgroups' h slices and Vd slices ([64][NC] each, swizzled: hopper.cuh's narrow tiles).
+template <int NC> struct WgState {
+    static constexpr int NWG = 64 / NC, LDU = DR_C + 8;
     static constexpr size_t TILE = 64 * 128, U_B = (size_t)DR_C * LDU * sizeof(bf16); // 8192, 9216
-    static constexpr size_t stage = 2 * TILE + U_B;                                      // 25600 = 25 x 1024
-    static constexpr size_t off_h = 2 * stage, off_vd = off_h + TILE;
-    static constexpr size_t smem = off_vd + TILE + 1024; // + the base's alignment
+    static constexpr size_t SLICE = 64 * 2 * NC;                                          // a warpgroup's [64][NC]
+    static constexpr size_t stage = 2 * TILE + U_B;                                       // 25600 = 25 x 1024
+    static constexpr size_t off_h = 2 * stage, off_vd = off_h + NWG * SLICE;
+    static constexpr size_t smem = off_vd + NWG * SLICE + 1024; // + the base's alignment
 };
-static_assert(WgState::stage % 1024 == 0, "swizzled tiles start on 1024-byte boundaries");
+static_assert(WgState<64>::stage % 1024 == 0, "swizzled tiles start on 1024-byte boundaries");
 } // namespace
 
-// Byte offset of element (r, c) (c < 64) in a [rows][64] bf16 tile with the 128-byte swizzle (hopper.cuh's top).
-__device__ __forceinline__ uint32_t sw128_off(int r, int c) {
-    return (uint32_t)(r * 128 + ((((c >> 3) ^ (r & 7))) << 4) + (c & 7) * 2);
-}
-
-// A [64][64] bf16 tile (rows < rows_valid of a matrix with row stride ld, 16-byte aligned rows) into the swizzled
-// layout by cp.async; zeros elsewhere. The caller commits, waits, fences the async proxy and syncs.
-__device__ __forceinline__ void tile_load_sw128(unsigned char *dst, const bf16 *src, size_t ld, int rows_valid) {
+// A [64][64] bf16 tile (rows < rows_valid of a matrix with row stride ld, 16-byte aligned rows) into 64 / NC swizzled
+// [64][NC] column slices SLICE bytes apart (NC = 64: one 128-byte swizzled tile) by cp.async; zeros elsewhere. The
+// caller commits, waits, fences the async proxy and syncs.
+template <int NC>
+__device__ __forceinline__ void tile_load_slices(unsigned char *dst, const bf16 *src, size_t ld, int rows_valid) {
+    constexpr int UNITS = NC / 8; // 16-byte units of a slice's row
     for (int idx = threadIdx.x; idx < 64 * 8; idx += blockDim.x) {
         const int r = idx >> 3, c = idx & 7;
-        unsigned char *d = dst + sw128_off(r, 8 * c);
+        unsigned char *d = dst + (c / UNITS) * (64 * 2 * NC) + sw_off<NC>(r, 8 * (c % UNITS));
         if (r < rows_valid) cp_async16(d, src + (size_t)r * ld + 8 * c);
         else *reinterpret_cast<uint4 *>(d) = make_uint4(0, 0, 0, 0);
     }
 }
 
-// A warp's rows of the 64 x 64 state in accumulators (st[4 nt + x]: row R0 + acc_row(x), column acc_col(nt, x)) as
-// bf16 into its swizzled operand tile and, unless save is NULL, into the saved [64][64] copy: h_n of the forward,
-// dS_end of the backward.
-__device__ __forceinline__ void wg_state_out(const float (&st)[32], unsigned char *tile, bf16 *save, int R0) {
+// A warp's rows of its warpgroup's [64][NC] state slice in accumulators (st[4 nt + x]: row R0 + acc_row(x), column
+// C0 + acc_col(nt, x)) as bf16 into the slice's swizzled operand tile and, unless save is NULL, into the saved
+// [64][64] copy: h_n of the forward, dS_end of the backward.
+template <int NC>
+__device__ __forceinline__ void wg_state_out(const float (&st)[NC / 2], unsigned char *slice, bf16 *save, int R0,
+                                             int C0) {
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+    for (int nt = 0; nt < NC / 8; nt++)
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
             const int d = R0 + acc_row(2 * hh), e = acc_col(nt, 0);
             const uint32_t v = pack_bf16(st[4 * nt + 2 * hh], st[4 * nt + 2 * hh + 1]);
-            *reinterpret_cast<uint32_t *>(tile + sw128_off(d, e)) = v;
-            if (save) *reinterpret_cast<uint32_t *>(save + (size_t)d * 64 + e) = v;
+            *reinterpret_cast<uint32_t *>(slice + sw_off<NC>(d, e)) = v;
+            if (save) *reinterpret_cast<uint32_t *>(save + (size_t)d * 64 + C0 + e) = v;
         }
 }
 
-__global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
-    using L = WgState;
+template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_state_kernel(DrArgs a) {
+    using L = WgState<NC>;
     CU_DYN_SMEM(unsigned char, raw);
     unsigned char *sm = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
-    unsigned char *hs = sm + L::off_h, *Vd = sm + L::off_vd;
+    const int wg = threadIdx.x >> 7, C0 = NC * wg; // this warpgroup's columns C0 .. C0 + NC - 1
+    unsigned char *hs = sm + L::off_h + wg * L::SLICE, *Vd = sm + L::off_vd + wg * L::SLICE;
     const int j = blockIdx.y, b = blockIdx.z, i = j / a.G;
-    const int warp = threadIdx.x >> 5, R0 = 16 * warp;
+    const int warp = (threadIdx.x >> 5) & 3, R0 = 16 * warp;
     const size_t bj = (size_t)b * a.HV + j;
     const bf16 *Wg = (const bf16 *)a.W, *Ug = (const bf16 *)a.U, *kg = (const bf16 *)a.k;
 
@@ -81,8 +86,8 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
         bf16 *U = reinterpret_cast<bf16 *>(K + L::TILE);
         const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
         const size_t tok0 = (size_t)b * a.T + t0, hr0 = bj * a.T + t0;
-        tile_load_sw128(W, Wg + hr0 * 64, 64, Lc);
-        tile_load_sw128(K, kg + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
+        tile_load_slices<64>(W, Wg + hr0 * 64, 64, Lc);
+        tile_load_slices<64>(K, kg + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
         tile_load<DR_C, DR_C, L::LDU>(U, Ug + hr0 * 64, 64, Lc, 64);
         cp_async_commit();
     };
@@ -94,12 +99,12 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
         gl = G[Lc - 1];
     };
 
-    float h[32]; // h[4 nt + x]: state row R0 + acc_row(x), column acc_col(nt, x) (the wgmma accumulator layout)
+    float h[NC / 2]; // h[4 nt + x]: state row R0 + acc_row(x), column C0 + acc_col(nt, x) (the accumulator layout)
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+    for (int nt = 0; nt < NC / 8; nt++)
 #pragma unroll
         for (int x = 0; x < 4; x++) {
-            const int d = R0 + acc_row(x), e = acc_col(nt, x);
+            const int d = R0 + acc_row(x), e = C0 + acc_col(nt, x);
             h[4 * nt + x] = a.state ? a.state[(bj * 64 + d) * 64 + e] : 0.0f;
         }
     float g0, g1, gl;
@@ -118,17 +123,17 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
             gload(n + 1, g0, g1, gl);
         }
         // h_n: saved (act) and written as the B operand of W h
-        wg_state_out(h, hs, a.h ? reinterpret_cast<bf16 *>(a.h) + dr_state_off(a, b, j, n) : NULL, R0);
+        wg_state_out<NC>(h, hs, a.h ? reinterpret_cast<bf16 *>(a.h) + dr_state_off(a, b, j, n) : NULL, R0, C0);
         cp_async_wait_current(n + 1 < a.NT);
         wg_fence_proxy_smem(); // this thread's shared stores and copies, before the MMAs read them
         __syncthreads();
-        float D[32];
-        { // D = W h_n
+        float D[NC / 2];
+        { // D = W h_n (this warpgroup's columns)
             const uint32_t w_a = smem_u32(W);
             wg_fence();
 #pragma unroll
             for (int s = 0; s < 4; s++)
-                wgmma_m64n64k16<0, 1>(D, wg_desc_sw128(w_a + 32 * s), wg_desc_mn_sw128(hs_a + 2048 * s, 8192), s);
+                wgmma_m64nk16<NC, 0, 1>(D, wg_desc_sw128(w_a + 32 * s), wg_desc_mn_sw<NC>(hs_a + 32 * NC * s), s);
             wg_commit();
             wg_wait<0>();
             wg_fence_regs(D);
@@ -138,15 +143,15 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
             const float dec0 = dr_ds(a, b, t0, Lc, R0 + acc_row(0)) == dl ? dr_exp2(GL - G0) : 0.0f;
             const float dec1 = dr_ds(a, b, t0, Lc, R0 + acc_row(2)) == dl ? dr_exp2(GL - G1) : 0.0f;
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++)
+            for (int nt = 0; nt < NC / 8; nt++)
 #pragma unroll
                 for (int hh = 0; hh < 2; hh++) {
                     const int r = R0 + acc_row(2 * hh), e = acc_col(nt, 0);
-                    const uint32_t u = *reinterpret_cast<const uint32_t *>(U + r * L::LDU + e);
+                    const uint32_t u = *reinterpret_cast<const uint32_t *>(U + r * L::LDU + C0 + e);
                     const float v0 = bf16_lo(u) - D[4 * nt + 2 * hh], v1 = bf16_hi(u) - D[4 * nt + 2 * hh + 1];
                     uint32_t vd = 0;
                     if (r < Lc) {
-                        bf16 *vn = a.vnew ? reinterpret_cast<bf16 *>(a.vnew) + (hr0 + r) * 64 + e : NULL;
+                        bf16 *vn = a.vnew ? reinterpret_cast<bf16 *>(a.vnew) + (hr0 + r) * 64 + C0 + e : NULL;
                         if (vn && pairs_v) {
                             *reinterpret_cast<uint32_t *>(vn) = pack_bf16(v0, v1);
                         } else if (vn) {
@@ -156,7 +161,7 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
                         const float dec = hh ? dec1 : dec0;
                         vd = pack_bf16(dec * v0, dec * v1);
                     }
-                    *reinterpret_cast<uint32_t *>(Vd + sw128_off(r, e)) = vd;
+                    *reinterpret_cast<uint32_t *>(Vd + sw_off<NC>(r, e)) = vd;
                 }
         }
         wg_fence_proxy_smem();
@@ -164,13 +169,13 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
         { // h <- e^{G_last} h + K^T Vd
             const float eL = dr_carried_ds(dr_ds(a, b, t0, Lc, Lc - 1), t0) ? dr_exp2(GL) : 0.0f;
 #pragma unroll
-            for (int x = 0; x < 32; x++) h[x] *= eL;
+            for (int x = 0; x < NC / 2; x++) h[x] *= eL;
             const uint32_t k_a = smem_u32(K);
             wg_fence();
 #pragma unroll
             for (int s = 0; s < 4; s++) // (Vd's and K's rows past Lc are zero: a partial chunk's steps add zeros)
-                wgmma_m64n64k16<1, 1>(h, wg_desc_mn_sw128(k_a + 2048 * s, 8192), wg_desc_mn_sw128(vd_a + 2048 * s, 8192),
-                                      1);
+                wgmma_m64nk16<NC, 1, 1>(h, wg_desc_mn_sw128(k_a + 2048 * s, 8192),
+                                        wg_desc_mn_sw<NC>(vd_a + 32 * NC * s), 1);
             wg_commit();
             wg_wait<0>();
             wg_fence_regs(h);
@@ -179,10 +184,10 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
     }
     if (a.state) {
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
+        for (int nt = 0; nt < NC / 8; nt++)
 #pragma unroll
             for (int x = 0; x < 4; x++) {
-                const int d = R0 + acc_row(x), e = acc_col(nt, x);
+                const int d = R0 + acc_row(x), e = C0 + acc_col(nt, x);
                 a.state[(bj * 64 + d) * 64 + e] = h[4 * nt + x];
             }
     }
@@ -190,29 +195,32 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_state_kernel(DrArgs a) {
 
 // ---------------------------------------------------------------------------------------------------
 // The backward's dh recurrence (delta_rule_tc_bwd.cu's dh kernel) the same way, last chunk first, dS (dL/d of the
-// state at the chunk's end) in the accumulators:
+// state at the chunk's end) in the accumulators, its columns split among the warpgroups as the forward's:
 //   dS_end saved (bf16) and written as the B operand of K dS (MN-major);  Q <- bf16(s e^G q) in its tile;
 //   D = K dS_end (A = the K tile, K-major);  dV_new = dV_local + e^{G_last - G} D (saved; its tile, 0 past Lc);
 //   dS <- e^{G_last} dS + Qg^T dO - W^T dV_new (A = the Q and W tiles read MN-major, B = dO and dV_new MN-major),
 // the W^T dV_new product summed apart and subtracted, as the mma.sync kernel does.
 namespace {
-struct WgDh {
-    static constexpr int LDU = DR_C + 8;
+template <int NC> struct WgDh {
+    static constexpr int NWG = 64 / NC, LDU = DR_C + 8;
     static constexpr size_t TILE = 64 * 128, U_B = (size_t)DR_C * LDU * sizeof(bf16);
-    static constexpr size_t stage = 4 * TILE + U_B; // K, Q, W, dO (swizzled), dV_local (plain): 41 x 1024
-    static constexpr size_t off_ds = 2 * stage, off_dvn = off_ds + TILE;
-    static constexpr size_t smem = off_dvn + TILE + 1024;
+    static constexpr size_t SLICE = 64 * 2 * NC;
+    static constexpr size_t stage = 4 * TILE + U_B; // K, Q, W, dO's slices (swizzled), dV_local (plain): 41 x 1024
+    static constexpr size_t off_ds = 2 * stage, off_dvn = off_ds + NWG * SLICE;
+    static constexpr size_t smem = off_dvn + NWG * SLICE + 1024;
 };
-static_assert(WgDh::stage % 1024 == 0, "swizzled tiles start on 1024-byte boundaries");
+static_assert(WgDh<64>::stage % 1024 == 0, "swizzled tiles start on 1024-byte boundaries");
 } // namespace
 
-__global__ void __launch_bounds__(TC_THREADS) dr_wg_dh_kernel(DrArgs a) {
-    using L = WgDh;
+template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_dh_kernel(DrArgs a) {
+    using L = WgDh<NC>;
+    constexpr int TPR = 2 * L::NWG, UPT = 8 / TPR; // Q's scaling: threads a row, 16-byte units a thread
     CU_DYN_SMEM(unsigned char, raw);
     unsigned char *sm = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
-    unsigned char *dSs = sm + L::off_ds, *dVn = sm + L::off_dvn;
+    const int wg = threadIdx.x >> 7, C0 = NC * wg;
+    unsigned char *dSs = sm + L::off_ds + wg * L::SLICE, *dVn = sm + L::off_dvn + wg * L::SLICE;
     const int j = blockIdx.y, b = blockIdx.z, i = j / a.G;
-    const int warp = threadIdx.x >> 5, R0 = 16 * warp, qrow = threadIdx.x >> 1;
+    const int warp = (threadIdx.x >> 5) & 3, R0 = 16 * warp, qrow = threadIdx.x / TPR;
     const size_t bj = (size_t)b * a.HV + j;
 
     auto tiles = [&](int n, int buf) {
@@ -220,10 +228,10 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_dh_kernel(DrArgs a) {
         bf16 *dl = reinterpret_cast<bf16 *>(dO + L::TILE);
         const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
         const size_t tok0 = (size_t)b * a.T + t0, hr0 = bj * a.T + t0;
-        tile_load_sw128(K, (const bf16 *)a.k + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
-        tile_load_sw128(Q, (const bf16 *)a.q + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
-        tile_load_sw128(W, (const bf16 *)a.W + hr0 * 64, 64, Lc);
-        tile_load_sw128(dO, (const bf16 *)a.dO + tok0 * a.lddo + (size_t)j * 64, a.lddo, Lc);
+        tile_load_slices<64>(K, (const bf16 *)a.k + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
+        tile_load_slices<64>(Q, (const bf16 *)a.q + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
+        tile_load_slices<64>(W, (const bf16 *)a.W + hr0 * 64, 64, Lc);
+        tile_load_slices<NC>(dO, (const bf16 *)a.dO + tok0 * a.lddo + (size_t)j * 64, a.lddo, Lc);
         tile_load<DR_C, DR_C, L::LDU>(dl, (const bf16 *)a.dvloc + hr0 * 64, 64, Lc, 64);
         cp_async_commit();
     };
@@ -236,9 +244,9 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_dh_kernel(DrArgs a) {
         g[3] = G[Lc - 1];
     };
 
-    float dS[32]; // dS[4 nt + x]: row R0 + acc_row(x), column acc_col(nt, x)
+    float dS[NC / 2]; // dS[4 nt + x]: row R0 + acc_row(x), column C0 + acc_col(nt, x)
 #pragma unroll
-    for (int x = 0; x < 32; x++) dS[x] = 0.0f;
+    for (int x = 0; x < NC / 2; x++) dS[x] = 0.0f;
     float gn[4];
     tiles(a.NT - 1, (a.NT - 1) & 1);
     gload(a.NT - 1, gn);
@@ -254,15 +262,15 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_dh_kernel(DrArgs a) {
             tiles(n - 1, buf ^ 1);
             gload(n - 1, gn);
         }
-        wg_state_out(dS, dSs, reinterpret_cast<bf16 *>(a.dh) + dr_state_off(a, b, j, n), R0); // dh_n := dS_end
+        wg_state_out<NC>(dS, dSs, reinterpret_cast<bf16 *>(a.dh) + dr_state_off(a, b, j, n), R0, C0); // dh_n = dS_end
         cp_async_wait_current(n > 0);
         __syncthreads();
         const int dl_ = dr_ds(a, b, t0, Lc, Lc - 1); // packed documents (delta_rule.cuh)
-        if (qrow < Lc) { // Q <- bf16(s e^G q): a thread pair per row, 32 columns (four 16-byte units) each
+        if (qrow < Lc) { // Q <- bf16(s e^G q): TPR threads a row, UPT 16-byte units each
             const float f = a.scale * (dr_carried_ds(dr_ds(a, b, t0, Lc, qrow), t0) ? dr_exp2(GQ) : 0.0f);
 #pragma unroll
-            for (int w = 0; w < 4; w++) {
-                bf16 *qu = reinterpret_cast<bf16 *>(Q + sw128_off(qrow, 8 * (4 * (threadIdx.x & 1) + w)));
+            for (int w = 0; w < UPT; w++) {
+                bf16 *qu = reinterpret_cast<bf16 *>(Q + sw_off<64>(qrow, 8 * (UPT * (threadIdx.x % TPR) + w)));
                 float x[8];
                 load_vec<bf16, 8>(x, qu);
 #pragma unroll
@@ -272,29 +280,29 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_dh_kernel(DrArgs a) {
         }
         wg_fence_proxy_smem(); // dS_end's tile, this thread's copies and Q's scaling, before the MMAs read them
         __syncthreads();
-        { // dV_new = dV_local + e^{G_last - G} (K dS_end), rows R0..
-            float D[32];
+        { // dV_new = dV_local + e^{G_last - G} (K dS_end), rows R0.., this warpgroup's columns
+            float D[NC / 2];
             wg_fence();
 #pragma unroll
             for (int s = 0; s < 4; s++)
-                wgmma_m64n64k16<0, 1>(D, wg_desc_sw128(smem_u32(K) + 32 * s), wg_desc_mn_sw128(ds_a + 2048 * s, 8192), s);
+                wgmma_m64nk16<NC, 0, 1>(D, wg_desc_sw128(smem_u32(K) + 32 * s), wg_desc_mn_sw<NC>(ds_a + 32 * NC * s), s);
             wg_commit();
             wg_wait<0>();
             wg_fence_regs(D);
             const float dec0 = dr_ds(a, b, t0, Lc, R0 + acc_row(0)) == dl_ ? dr_exp2(GL - G0) : 0.0f;
             const float dec1 = dr_ds(a, b, t0, Lc, R0 + acc_row(2)) == dl_ ? dr_exp2(GL - G1) : 0.0f;
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++)
+            for (int nt = 0; nt < NC / 8; nt++)
 #pragma unroll
                 for (int hh = 0; hh < 2; hh++) {
                     const int r = R0 + acc_row(2 * hh), e = acc_col(nt, 0);
                     uint32_t packed = 0;
                     if (r < Lc) {
-                        const uint32_t l2 = *reinterpret_cast<const uint32_t *>(dl + r * L::LDU + e);
+                        const uint32_t l2 = *reinterpret_cast<const uint32_t *>(dl + r * L::LDU + C0 + e);
                         const float dec = hh ? dec1 : dec0;
                         const float v0 = bf16_lo(l2) + dec * D[4 * nt + 2 * hh], v1 = bf16_hi(l2) + dec * D[4 * nt + 2 * hh + 1];
                         packed = pack_bf16(v0, v1);
-                        bf16 *o = reinterpret_cast<bf16 *>(a.dvnew) + (hr0 + r) * 64 + e;
+                        bf16 *o = reinterpret_cast<bf16 *>(a.dvnew) + (hr0 + r) * 64 + C0 + e;
                         if (pairs_dv) {
                             *reinterpret_cast<uint32_t *>(o) = packed;
                         } else {
@@ -302,7 +310,7 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_dh_kernel(DrArgs a) {
                             o[1] = __float2bfloat16_rn(v1);
                         }
                     }
-                    *reinterpret_cast<uint32_t *>(dVn + sw128_off(r, e)) = packed;
+                    *reinterpret_cast<uint32_t *>(dVn + sw_off<NC>(r, e)) = packed;
                 }
         }
         wg_fence_proxy_smem();
@@ -310,22 +318,23 @@ __global__ void __launch_bounds__(TC_THREADS) dr_wg_dh_kernel(DrArgs a) {
         { // dS_start = e^{G_last} dS_end + Qg^T dO - W^T dV_new
             const float eL = dr_carried_ds(dl_, t0) ? dr_exp2(GL) : 0.0f;
 #pragma unroll
-            for (int x = 0; x < 32; x++) dS[x] *= eL;
-            float wdv[32];
+            for (int x = 0; x < NC / 2; x++) dS[x] *= eL;
+            float wdv[NC / 2];
+            const uint32_t do_a = smem_u32(dO) + wg * L::SLICE;
             wg_fence();
 #pragma unroll
             for (int s = 0; s < 4; s++) {
-                wgmma_m64n64k16<1, 1>(dS, wg_desc_mn_sw128(smem_u32(Q) + 2048 * s, 8192),
-                                      wg_desc_mn_sw128(smem_u32(dO) + 2048 * s, 8192), 1);
-                wgmma_m64n64k16<1, 1>(wdv, wg_desc_mn_sw128(smem_u32(W) + 2048 * s, 8192),
-                                      wg_desc_mn_sw128(dvn_a + 2048 * s, 8192), s);
+                wgmma_m64nk16<NC, 1, 1>(dS, wg_desc_mn_sw128(smem_u32(Q) + 2048 * s, 8192),
+                                        wg_desc_mn_sw<NC>(do_a + 32 * NC * s), 1);
+                wgmma_m64nk16<NC, 1, 1>(wdv, wg_desc_mn_sw128(smem_u32(W) + 2048 * s, 8192),
+                                        wg_desc_mn_sw<NC>(dvn_a + 32 * NC * s), s);
             }
             wg_commit();
             wg_wait<0>();
             wg_fence_regs(dS);
             wg_fence_regs(wdv);
 #pragma unroll
-            for (int x = 0; x < 32; x++) dS[x] -= wdv[x];
+            for (int x = 0; x < NC / 2; x++) dS[x] -= wdv[x];
         }
         __syncthreads(); // dSs, dVn and this stage are rewritten next
     }
@@ -339,18 +348,40 @@ static bool wg_takes(const DrArgs &a) {
     return !mma_sync && a.dk == 64 && a.dv == 64 && cu_sm90() && !((uintptr_t)a.k & 15) && a.ldqk % 8 == 0;
 }
 
+// Columns a warpgroup (NC): GDN_CUDA_DR_WG_NC = 64, 32 or 16 (A/B runs, tests); 64 by default.
+static int wg_columns() {
+    const char *forced = getenv("GDN_CUDA_DR_WG_NC");
+    if (!forced) return 64;
+    const int nc = atoi(forced);
+    if (nc != 64 && nc != 32 && nc != 16) die("GDN_CUDA_DR_WG_NC=%s: expected 64, 32 or 16 (columns a warpgroup)", forced);
+    return nc;
+}
+
+template <int NC> static void launch_dh(const DrArgs &a) {
+    cu_launch("delta_rule_wg_dh", dr_wg_dh_kernel<NC>, dim3(1, a.HV, a.B), dim3(128 * (64 / NC)), WgDh<NC>::smem, a);
+}
+template <int NC> static void launch_state(const DrArgs &a) {
+    cu_launch("delta_rule_wg_state", dr_wg_state_kernel<NC>, dim3(1, a.HV, a.B), dim3(128 * (64 / NC)),
+              WgState<NC>::smem, a);
+}
+
 // The dh recurrence on wgmma under the same conditions as the state's (wg_takes), with 16-byte aligned q and dO rows.
 // Returns whether it ran.
 bool dr_wg_dh(const DrArgs &a) {
     if (!wg_takes(a) || ((uintptr_t)a.q & 15) || ((uintptr_t)a.dO & 15) || a.lddo % 8) return false;
-    cu_launch("delta_rule_wg_dh", dr_wg_dh_kernel, dim3(1, a.HV, a.B), dim3(TC_THREADS), WgDh::smem, a);
+    const int nc = wg_columns();
+    if (nc == 64) launch_dh<64>(a);
+    else if (nc == 32) launch_dh<32>(a);
+    else launch_dh<16>(a);
     return true;
 }
 
 // Runs the kernel when it takes the call (wg_takes). Returns whether it ran.
 bool dr_wg_state(const DrArgs &a) {
     if (!wg_takes(a)) return false;
-    cu_launch("delta_rule_wg_state", dr_wg_state_kernel, dim3(1, a.HV, a.B), dim3(TC_THREADS),
-              WgState::smem, a);
+    const int nc = wg_columns();
+    if (nc == 64) launch_state<64>(a);
+    else if (nc == 32) launch_state<32>(a);
+    else launch_state<16>(a);
     return true;
 }

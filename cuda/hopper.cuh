@@ -2,8 +2,8 @@
 // (cuda/emu.cuh): mbarriers, TMA tile loads (cp.async.bulk.tensor) and warpgroup MMAs (wgmma.mma_async) reading
 // both operands from shared memory through matrix descriptors.
 //
-// Layouts used throughout (the only ones the emulator accepts, so a kernel that assumes another fails there), both
-// with the 128-byte swizzle: the 16-byte unit c of a 128-byte row r sits at unit c ^ (r % 8). TMA writes it so
+// Layouts used throughout (the only ones the emulator accepts, so a kernel that assumes another fails there), all
+// but the narrow one with the 128-byte swizzle: the 16-byte unit c of a 128-byte row r sits at unit c ^ (r % 8). TMA writes it so
 // (CU_TENSOR_MAP_SWIZZLE_128B, a box 64 wide) and the wgmma descriptor reads it so (layout type 1). The swizzle is a
 // function of the absolute shared-memory address (bits 4-6 ^= bits 7-9), so every tile starts on a 1024-byte
 // boundary.
@@ -15,6 +15,10 @@
 //    `mn_stride` bytes on (leading byte offset); a k16 step advances the start address by 2048 bytes (16 rows).
 //    TMA boxes [64 of K x 64 of M (N)] of a row-major matrix whose rows run along M (N), `mn_stride` apart: the
 //    transposed operands of the backward GEMMs (dx = dy W, dW = dy^T x) without a transposing copy.
+//  - MN-major, narrow (wg_desc_mn_sw<NC>, NC = 32 or 16 of N): a [K rows][NC] tile with 2 NC-byte rows and the 64-
+//    (32-) byte swizzle (layout type 2 (3): the 16-byte unit c of the row at byte offset o sits at unit
+//    c ^ ((o >> 7) & (NC / 8 - 1))), 8-row groups 16 NC bytes apart; a k16 step is 32 NC bytes. The B operand of an
+//    m64n32 (m64n16) MMA whose N is one such swizzle atom: the delta rule's per-warpgroup column slices.
 //
 // Semantics the kernels rely on (PTX ISA 8.x):
 //  - mbarrier: init with an arrival count; a phase completes when the count of arrivals is reached and the
@@ -146,6 +150,19 @@ __device__ __forceinline__ uint64_t wg_desc_mn_sw128(uint32_t addr, uint32_t mn_
     return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((mn_stride & 0x3FFFFu) >> 4) << 16) |
            ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
 }
+// Descriptor of a narrow MN-major tile (see the top of this file): NC = 64, 32, 16 of N per row take the 128-, 64-
+// and 32-byte swizzle (layout type 1, 2, 3), the next 8 of K 16 NC bytes on; one atom of N (the leading byte offset,
+// the next NC of N, is unused: set to the tile's size).
+template <int NC> __device__ __forceinline__ uint64_t wg_desc_mn_sw(uint32_t addr) {
+    static_assert(NC == 64 || NC == 32 || NC == 16, "one swizzle atom of N");
+    constexpr uint64_t layout = NC == 64 ? 1 : NC == 32 ? 2 : 3, sbo = 16 * NC, lbo = 128 * NC;
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (layout << 62);
+}
+// Byte offset of element (r, c) (c < NC) in a [rows][NC] bf16 tile with that swizzle (NC = 64: the 128-byte one).
+template <int NC> __device__ __forceinline__ uint32_t sw_off(int r, int c) {
+    constexpr int RB = 2 * NC;
+    return (uint32_t)(r * RB + ((((c >> 3) ^ ((r * RB >> 7) & (NC / 8 - 1)))) << 4) + (c & 7) * 2);
+}
 __device__ __forceinline__ void wg_fence() {
 #ifdef GDN_EMU
     emu::wgmma_fence();
@@ -268,6 +285,47 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t da, uin
                    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
                  : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
 #endif
+}
+
+template <int TA = 0, int TB = 0>
+__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], uint64_t da, uint64_t db, int scale_d) {
+#ifdef GDN_EMU
+    emu::wgmma_bf16(d, 32, da, db, scale_d, TA, TB);
+#elif defined(GDN_NO_SM90A)
+    __trap();
+#else
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+                 "}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+#endif
+}
+
+template <int TA = 0, int TB = 0>
+__device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t da, uint64_t db, int scale_d) {
+#ifdef GDN_EMU
+    emu::wgmma_bf16(d, 16, da, db, scale_d, TA, TB);
+#elif defined(GDN_NO_SM90A)
+    __trap();
+#else
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7"
+                 "}, %8, %9, p, 1, 1, %11, %12;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+#endif
+}
+
+// m64nNk16 for N = 64, 32, 16 (the delta rule's warpgroup column slices).
+template <int N, int TA, int TB>
+__device__ __forceinline__ void wgmma_m64nk16(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
+    if constexpr (N == 64) wgmma_m64n64k16<TA, TB>(d, da, db, scale_d);
+    else if constexpr (N == 32) wgmma_m64n32k16<TA, TB>(d, da, db, scale_d);
+    else wgmma_m64n16k16<TA, TB>(d, da, db, scale_d);
 }
 
 // Shared-memory writes of ordinary stores and cp.async (the generic proxy) made visible to the wgmmas that read

@@ -123,6 +123,9 @@ static void build_cases(int quick) {
         cases_delta(&gw, (DeltaShape){1, 200, 1, 2, 64, 64, 8, 0, 1, 0, 64}, 0);
         // the mma.sync serial kernels at the 300M's heads (the wgmma ones take dk = dv = 64 by default on sm_90)
         cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, 16}, 0);
+        // the state's columns split among 2 and 4 warpgroups (GDN_CUDA_DR_WG_NC = 32, 16: the narrow swizzles)
+        cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, .wg_nc = 32}, 0);
+        cases_delta(&gw, (DeltaShape){1, 200, 1, 2, 64, 64, 8, 0, 1, 0, .wg_nc = 16}, 0);
     }
     cases_delta(&g, (DeltaShape){1, 100, 1, 1, 128, 64, 0, 1, 1, 1}, 0); // dk = 128 (CUDA-core kernels in bf16)
     cases_delta(&g, (DeltaShape){2, 256, 4, 8, 64, 64, 0, 0, 1}, 1);  // 300M heads
@@ -842,6 +845,9 @@ int main(int argc, char **argv) {
         if (grid[0]) setenv("GDN_CUDA_CE_GRID", grid, 1);
         if (!strncmp(c->op, "delta_rule", 10) && c->i[12] > 0) snprintf(bv, sizeof bv, "%d", c->i[12]);
         if (bv[0]) setenv("GDN_CUDA_DR_BV", bv, 1);
+        char nc[16] = "";
+        if (!strncmp(c->op, "delta_rule", 10) && c->i[13] > 0) snprintf(nc, sizeof nc, "%d", c->i[13]);
+        if (nc[0]) setenv("GDN_CUDA_DR_WG_NC", nc, 1);
         // the decode block kernel is opt-in (GDN_DECODE_BLOCK=1): its cases run it unless the caller chose
         const int block_env = !strcmp(c->op, "gdn_decode_block_fwd") && !getenv("GDN_DECODE_BLOCK");
         if (block_env) setenv("GDN_DECODE_BLOCK", "1", 1);
@@ -850,6 +856,7 @@ int main(int argc, char **argv) {
         if (forced[0]) unsetenv("GDN_CUDA_CE_ROWS");
         if (grid[0]) unsetenv("GDN_CUDA_CE_GRID");
         if (bv[0]) unsetenv("GDN_CUDA_DR_BV");
+        if (nc[0]) unsetenv("GDN_CUDA_DR_WG_NC");
         if (block_env) unsetenv("GDN_DECODE_BLOCK");
     }
     printf("%d checks, %d failed\n", g_checks, g_failures);

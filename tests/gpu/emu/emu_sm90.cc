@@ -240,40 +240,57 @@ static void wg_collective(WgFn fn, const char *name, WgThread *me) {
     to_scheduler();
 }
 
-// The tile's start address, checked: 128-byte swizzle, 8-row groups 1024 bytes apart, no base offset; K-major: a
-// 1024-byte aligned tile plus a k16 step of 0, 32, 64 or 96 bytes; MN-major: a 1024-byte aligned start (k16 steps are
-// 2048 bytes) and, where `mn_rows` > 64 rows of M (N) are read, a leading byte offset that keeps the next 64 aligned.
+// The swizzle of descriptor layout type `layout` (1, 2, 3: 128, 64, 32 bytes) on the shared address a: bits 4-6
+// (4-5, 4) ^= bits 7-9 (7-8, 7).
+static uint32_t swz(uint32_t a, unsigned layout) {
+    const uint32_t mask = layout == 1 ? 7 : layout == 2 ? 3 : 1;
+    return a ^ (((a >> 7) & mask) << 4);
+}
+// Bytes a row of a tile with that layout holds: 128, 64, 32.
+static uint32_t swz_row_bytes(unsigned layout) { return 128u >> (layout - 1); }
+
+// The tile's start address, checked: no base offset; K-major: the 128-byte swizzle, 8-row groups 1024 bytes apart,
+// a 1024-byte aligned tile plus a k16 step of 0, 32, 64 or 96 bytes; MN-major: the 128-, 64- or 32-byte swizzle
+// (rows of RB = 128, 64, 32 bytes), 8-row groups 8 RB bytes apart, a start aligned to that (k16 steps are 16 RB bytes)
+// and, where `mn_rows` > RB / 2 rows of M (N) are read, a leading byte offset that keeps the next ones aligned.
 static uint32_t desc_start(uint64_t desc, int mn_major, int mn_rows, int wg, const char *which) {
     const uint32_t start = (uint32_t)(desc & 0x3FFF) << 4, stride = (uint32_t)((desc >> 32) & 0x3FFF) << 4;
     const uint32_t lead = (uint32_t)((desc >> 16) & 0x3FFF) << 4;
     const unsigned layout = (unsigned)(desc >> 62), base_off = (unsigned)(desc >> 49) & 7;
-    if (layout != 1 || stride != 1024 || base_off)
-        emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma %s descriptor 0x%016llx has layout type %u, stride byte "
-                "offset %u, base offset %u; emulated: the 128-byte swizzle (1), 1024, 0",
-                g_kernel, block_idx.x, block_idx.y, block_idx.z, wg, which, (unsigned long long)desc, layout, stride,
-                base_off);
+    const bool narrow_ok = mn_major && (layout == 2 || layout == 3);
+    if ((layout != 1 && !narrow_ok) || base_off || stride != 8 * swz_row_bytes(layout ? layout : 1))
+        emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma %s descriptor 0x%016llx (%s) has layout type %u, stride "
+                "byte offset %u, base offset %u; emulated: the 128-byte swizzle (1; K- or MN-major) or the 64- or "
+                "32-byte one (2, 3; MN-major), 8 rows' bytes (1024, 512, 256), 0",
+                g_kernel, block_idx.x, block_idx.y, block_idx.z, wg, which, (unsigned long long)desc,
+                mn_major ? "MN-major" : "K-major", layout, stride, base_off);
+    const uint32_t rb = swz_row_bytes(layout), atom = 8 * rb;
     if (!mn_major && (start % 32 || start % 1024 >= 128))
         emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma %s descriptor starts at shared 0x%x: tile not 1024-byte "
                 "aligned (or a k step not a multiple of 32 bytes)",
                 g_kernel, block_idx.x, block_idx.y, block_idx.z, wg, which, start);
-    if (mn_major && start % 1024)
-        emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma %s MN-major descriptor starts at shared 0x%x: not 1024-byte "
-                "aligned (an MN-major k16 step is 2048 bytes, not a 32-byte K-major one)",
-                g_kernel, block_idx.x, block_idx.y, block_idx.z, wg, which, start);
-    if (mn_major && mn_rows > 64 && (lead == 0 || lead % 1024))
+    if (mn_major && start % atom)
+        emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma %s MN-major descriptor starts at shared 0x%x: not %u-byte "
+                "aligned (an MN-major k16 step is %u bytes, not a 32-byte K-major one)",
+                g_kernel, block_idx.x, block_idx.y, block_idx.z, wg, which, start, atom, 2 * atom);
+    if (mn_major && mn_rows > (int)rb / 2 && (lead == 0 || lead % atom))
         emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma %s MN-major descriptor reads %d rows of M/N with a leading byte "
-                "offset of %u: the next 64 need a non-zero multiple of 1024",
-                g_kernel, block_idx.x, block_idx.y, block_idx.z, wg, which, mn_rows, lead);
+                "offset of %u: the next %u need a non-zero multiple of %u",
+                g_kernel, block_idx.x, block_idx.y, block_idx.z, wg, which, mn_rows, lead, rb / 2, atom);
     return start;
 }
 // rows x 16 bf16 of an operand from shared memory as it is now (element [r][k]: row r of M or N, k of K).
 static void desc_load(double (*X)[16], int rows, uint64_t desc, int mn_major, int wg, const char *which) {
     const uint32_t start = desc_start(desc, mn_major, rows, wg, which);
     const uint32_t lead = (uint32_t)((desc >> 16) & 0x3FFF) << 4;
+    const unsigned layout = (unsigned)(desc >> 62);
+    const uint32_t rb = swz_row_bytes(layout), per_row = rb / 2; // MN-major: per_row of M (N) in a row
     for (int r = 0; r < rows; r++)
         for (int k = 0; k < 16; k++) {
-            const uint32_t a = swz128(mn_major ? start + (r / 64) * lead + (k / 8) * 1024 + (k % 8) * 128 + 2 * (r % 64)
-                                               : start + (r / 8) * 1024 + (r % 8) * 128 + 2 * k);
+            const uint32_t a = swz(mn_major ? start + (r / per_row) * lead + (k / 8) * 8 * rb + (k % 8) * rb +
+                                                  2 * (r % per_row)
+                                            : start + (r / 8) * 1024 + (r % 8) * 128 + 2 * k,
+                                   layout);
             if (a < SMEM_BASE || a + 2 - SMEM_BASE > g_smem_bytes)
                 emu_die("%s block (%u,%u,%u) warpgroup %d: wgmma %s row %d reads shared 0x%x, outside the dynamic "
                         "shared memory window [0x%x, 0x%zx)",

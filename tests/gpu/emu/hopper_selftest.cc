@@ -1,7 +1,8 @@
 // hopper_selftest.cc: checks the emulator's sm_90 stand-ins (cuda/emu.cuh, tests/gpu/emu/emu_sm90.cc) through
 // cuda/hopper.cuh before any kernel's results depend on them: TMA boxes of odd-sized bf16 matrices (zeros outside,
 // negative coordinates), the 128-byte swizzle as TMA writes it and wgmma descriptors read it (k16 steps of 32
-// bytes; MN-major operands with 2048-byte steps), every thread's accumulator fragment against a host replay of the emulator's arithmetic (bit for bit) and
+// bytes; MN-major operands with 2048-byte steps; narrow MN-major slices with the 64- and 32-byte swizzles), every
+// thread's accumulator fragment against a host replay of the emulator's arithmetic (bit for bit) and
 // a double-precision product; a 2-stage producer/consumer pipeline on full/empty mbarriers whose waits block; and
 // mistakes that must show up: misaligned tiles, wgmmas not committed or not retired, mbarriers used before init,
 // a pipeline that never releases its stages (deadlock), one that releases a stage before retiring its wgmmas and
@@ -199,6 +200,54 @@ static void run_mn(const MnArgs &p, int blocks) {
     });
 }
 
+// ---- narrow MN-major B (the delta rule's warpgroup column slices): B^T's [64 of K][NC] box at (k0, n0) written by
+// the threads at sw_off<NC> (the 64- and 32-byte swizzles, hopper.cuh), read by wg_desc_mn_sw<NC> in k16 steps of
+// 32 NC bytes with m64nNCk16; A K-major by TMA. `misaligned`: a B start off its 8-row group, which must be refused.
+struct NarrowArgs {
+    const CUtensorMap *ma;
+    const Mat *BT;
+    const int *coords; // m0, n0, k0 per block
+    bool misaligned;
+    float *out;
+};
+template <int NC> static void narrow_kernel(const NarrowArgs &p) {
+    CU_DYN_SMEM(unsigned char, raw);
+    unsigned char *ta = raw + ((1024u - (smem_u32(raw) & 1023u)) & 1023u), *tb = ta + 8192;
+    uint64_t *full = reinterpret_cast<uint64_t *>(tb + 32768);
+    const int *c = p.coords + 3 * blockIdx.x;
+    if (threadIdx.x == 0) {
+        mbar_init(full, 1);
+        mbar_fence_init();
+    }
+    for (int idx = threadIdx.x; idx < 64 * NC; idx += blockDim.x) {
+        const int k = idx / NC, n = idx % NC;
+        *reinterpret_cast<bf16 *>(tb + sw_off<NC>(k, n)) = __float2bfloat16_rn((float)p.BT->at(c[2] + k, c[1] + n));
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        mbar_arrive_expect_tx(full, 8192);
+        tma_load_2d(ta, p.ma, c[2], c[0], full);
+    }
+    mbar_wait(full, 0);
+    float d[NC / 2];
+    for (float &x : d) x = NAN;
+    const uint32_t a = smem_u32(ta), b = smem_u32(tb) + (p.misaligned ? 2 * NC : 0); // one row on
+    wg_fence();
+    for (int kk = 0; kk < 4; kk++)
+        wgmma_m64nk16<NC, 0, 1>(d, wg_desc_sw128(a + 32 * kk), wg_desc_mn_sw<NC>(b + 32 * NC * kk), kk > 0);
+    wg_commit();
+    wg_wait<0>();
+    wg_fence_regs(d);
+    float *o = p.out + ((size_t)blockIdx.x * 128 + threadIdx.x) * 128;
+    for (int i = 0; i < NC / 2; i++) o[i] = d[i];
+}
+static void run_narrow(const NarrowArgs &p, int nc, int blocks) {
+    emu::launch("hopper_selftest_narrow", dim3(blocks), dim3(128), SINGLE_SMEM, [&] {
+        if (nc == 32) narrow_kernel<32>(p);
+        else narrow_kernel<16>(p);
+    });
+}
+
 // ---- producer/consumer: warpgroup 0's thread 0 loads stage kt % 2 (A [128 x 64], B [256 x 64]) once empty[s]
 // is released; warpgroups 1 and 2 wait on full[s], run 4 wgmma m64n256k16 on their 64 rows, keep one stage's
 // group in flight (wg_wait<1>) and release the previous stage (one arrival per consumer warp).
@@ -350,6 +399,25 @@ int main() {
             report(what, worst < INFINITY, detail);
         }
 
+        // narrow MN-major B slices: 32 and 16 columns of B^T [300 x 290] (the 64- and 32-byte swizzles)
+        for (int nc = 32; nc >= 16; nc /= 2) {
+            NarrowArgs p = {&ma64, &BT, single_coords, false, out.data()};
+            run_narrow(p, nc, single_blocks);
+            double worst = 0;
+            for (int b = 0; b < single_blocks; b++)
+                for (int t = 0; t < 128; t++) {
+                    const int *c = single_coords + 3 * b;
+                    const double e = check_frag("narrow tile", &out[((size_t)b * 128 + t) * 128], t, nc, A, BT, c[0],
+                                                c[1], c[2], 4, false, true);
+                    worst = e > worst ? e : worst;
+                }
+            char what[96], detail[160];
+            snprintf(what, sizeof what, "wgmma m64n%dk16, B N-major with the %d-byte swizzle", nc, 2 * nc);
+            snprintf(detail, sizeof detail, "%d tiles (edges, negative coordinates), max rel err %.2g vs double",
+                     single_blocks, worst);
+            report(what, worst < INFINITY, detail);
+        }
+
         // the pipeline, right and with two races (in a child: results checked there, exit status 10 if wrong)
         for (int v = PIPE_OK; v <= PIPE_NO_FULL_WAIT; v++) {
             std::string first;
@@ -407,6 +475,10 @@ int main() {
         expect_death("MN-major operand stepped like a K-major one", "MN-major descriptor starts at", [&] {
             MnArgs p = {&ma64, &mbt64, single_coords, false, true, true, out.data()};
             run_mn(p, 1);
+        });
+        expect_death("narrow MN-major operand off its 8-row group", "MN-major descriptor starts at", [&] {
+            NarrowArgs p = {&ma64, &BT, single_coords, true, out.data()};
+            run_narrow(p, 32, 1);
         });
         expect_death("pipeline that never releases its stages", "deadlock", [&] {
             PipeArgs p = {&ma128, &mb256, pipe_coords, kt_n, PIPE_NO_RELEASE, pout.data()};
