@@ -26,17 +26,22 @@
 // each warpgroup's products read the block's shared W, K (Q) tiles and its own [64][NC] column slices of the state
 // and V_new (m64nNCk16), so a block holds 2 or 4 warpgroups on the same bytes, and an SM more warps to issue from.
 namespace {
-// Shared memory (offsets from a 1024-byte aligned base): per stage the W and K tiles (swizzled, 8 KB each) and U
-// (plain [64][72]); then the warpgroups' h slices and Vd slices ([64][NC] each, swizzled: hopper.cuh's narrow tiles).
-template <int NC> struct WgState {
-    static constexpr int NWG = 64 / NC, LDU = DR_C + 8;
-    static constexpr size_t TILE = 64 * 128, U_B = (size_t)DR_C * LDU * sizeof(bf16); // 8192, 9216
-    static constexpr size_t SLICE = 64 * 2 * NC;                                          // a warpgroup's [64][NC]
-    static constexpr size_t stage = 2 * TILE + U_B;                                       // 25600 = 25 x 1024
-    static constexpr size_t off_h = 2 * stage, off_vd = off_h + NWG * SLICE;
-    static constexpr size_t smem = off_vd + NWG * SLICE + 1024; // + the base's alignment
+// The kernels' arguments: the call's and, with TMA (GDN_CUDA_DR_WG_TMA=1), the tensor maps of the tiles they load
+// (state: W, K, U; dh: K, Q, W, dO, dV_local), each a 64 x 64 box with the 128-byte swizzle.
+struct WgArgs {
+    CUtensorMap tm[5];
+    DrArgs a;
 };
-static_assert(WgState<64>::stage % 1024 == 0, "swizzled tiles start on 1024-byte boundaries");
+
+// Shared memory (offsets from a 1024-byte aligned base): per stage the W, K and U tiles (swizzled, 8 KB each); then
+// the warpgroups' h slices and Vd slices ([64][NC] each, swizzled: hopper.cuh's narrow tiles); the stages' mbarriers.
+template <int NC> struct WgState {
+    static constexpr int NWG = 64 / NC;
+    static constexpr size_t TILE = 64 * 128, SLICE = 64 * 2 * NC; // 8192; a warpgroup's [64][NC]
+    static constexpr size_t stage = 3 * TILE;                      // 24 x 1024
+    static constexpr size_t off_h = 2 * stage, off_vd = off_h + NWG * SLICE, off_bar = off_vd + NWG * SLICE;
+    static constexpr size_t smem = off_bar + 2 * sizeof(uint64_t) + 1024; // + the base's alignment
+};
 } // namespace
 
 // A [64][64] bf16 tile (rows < rows_valid of a matrix with row stride ld, 16-byte aligned rows) into 64 / NC swizzled
@@ -70,10 +75,16 @@ __device__ __forceinline__ void wg_state_out(const float (&st)[NC / 2], unsigned
         }
 }
 
-template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_state_kernel(DrArgs a) {
+// TMA: the tiles come by tensor map on an mbarrier a stage (thread 0 issues them); their rows past a partial chunk
+// hold the next rows of the tensor instead of zeros, which no product uses (V_new and Vd are masked there, and K's
+// rows meet Vd's zeros). Else by cp.async, zeros past the chunk.
+template <int NC, bool TMA>
+__global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_state_kernel(const __grid_constant__ WgArgs p) {
     using L = WgState<NC>;
+    const DrArgs &a = p.a;
     CU_DYN_SMEM(unsigned char, raw);
     unsigned char *sm = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
+    uint64_t *bar = reinterpret_cast<uint64_t *>(sm + L::off_bar);
     const int wg = threadIdx.x >> 7, C0 = NC * wg; // this warpgroup's columns C0 .. C0 + NC - 1
     unsigned char *hs = sm + L::off_h + wg * L::SLICE, *Vd = sm + L::off_vd + wg * L::SLICE;
     const int j = blockIdx.y, b = blockIdx.z, i = j / a.G;
@@ -82,14 +93,22 @@ template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_state
     const bf16 *Wg = (const bf16 *)a.W, *Ug = (const bf16 *)a.U, *kg = (const bf16 *)a.k;
 
     auto tiles = [&](int n, int buf) {
-        unsigned char *W = sm + buf * L::stage, *K = W + L::TILE;
-        bf16 *U = reinterpret_cast<bf16 *>(K + L::TILE);
+        unsigned char *W = sm + buf * L::stage, *K = W + L::TILE, *U = K + L::TILE;
         const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
         const size_t tok0 = (size_t)b * a.T + t0, hr0 = bj * a.T + t0;
-        tile_load_slices<64>(W, Wg + hr0 * 64, 64, Lc);
-        tile_load_slices<64>(K, kg + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
-        tile_load<DR_C, DR_C, L::LDU>(U, Ug + hr0 * 64, 64, Lc, 64);
-        cp_async_commit();
+        if constexpr (TMA) {
+            if (threadIdx.x == 0) {
+                mbar_arrive_expect_tx(&bar[buf], 3 * L::TILE);
+                tma_load_2d(W, &p.tm[0], 0, (int)hr0, &bar[buf]);
+                tma_load_2d(K, &p.tm[1], 64 * i, (int)tok0, &bar[buf]);
+                tma_load_2d(U, &p.tm[2], 0, (int)hr0, &bar[buf]);
+            }
+        } else {
+            tile_load_slices<64>(W, Wg + hr0 * 64, 64, Lc);
+            tile_load_slices<64>(K, kg + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
+            tile_load_slices<64>(U, Ug + hr0 * 64, 64, Lc);
+            cp_async_commit();
+        }
     };
     auto gload = [&](int n, float &g0, float &g1, float &gl) { // G of this thread's two rows and of the last
         const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
@@ -108,6 +127,12 @@ template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_state
             h[4 * nt + x] = a.state ? a.state[(bj * 64 + d) * 64 + e] : 0.0f;
         }
     float g0, g1, gl;
+    if (TMA && threadIdx.x == 0) {
+        mbar_init(&bar[0], 1);
+        mbar_init(&bar[1], 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
     tiles(0, 0);
     gload(0, g0, g1, gl);
     const bool pairs_v = a.vnew && tc_pairs_ok(a.vnew, 64);
@@ -115,8 +140,7 @@ template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_state
     for (int n = 0; n < a.NT; n++) {
         const int buf = n & 1, t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
         const size_t hr0 = bj * a.T + t0;
-        const unsigned char *W = sm + buf * L::stage, *K = W + L::TILE;
-        const bf16 *U = reinterpret_cast<const bf16 *>(K + L::TILE);
+        const unsigned char *W = sm + buf * L::stage, *K = W + L::TILE, *U = K + L::TILE;
         const float G0 = g0, G1 = g1, GL = gl;
         if (n + 1 < a.NT) {
             tiles(n + 1, buf ^ 1);
@@ -124,7 +148,8 @@ template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_state
         }
         // h_n: saved (act) and written as the B operand of W h
         wg_state_out<NC>(h, hs, a.h ? reinterpret_cast<bf16 *>(a.h) + dr_state_off(a, b, j, n) : NULL, R0, C0);
-        cp_async_wait_current(n + 1 < a.NT);
+        if constexpr (TMA) mbar_wait(&bar[buf], (n >> 1) & 1); // the stage's (n >> 1)-th load
+        else cp_async_wait_current(n + 1 < a.NT);
         wg_fence_proxy_smem(); // this thread's shared stores and copies, before the MMAs read them
         __syncthreads();
         float D[NC / 2];
@@ -147,7 +172,7 @@ template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_state
 #pragma unroll
                 for (int hh = 0; hh < 2; hh++) {
                     const int r = R0 + acc_row(2 * hh), e = acc_col(nt, 0);
-                    const uint32_t u = *reinterpret_cast<const uint32_t *>(U + r * L::LDU + C0 + e);
+                    const uint32_t u = *reinterpret_cast<const uint32_t *>(U + sw_off<64>(r, C0 + e));
                     const float v0 = bf16_lo(u) - D[4 * nt + 2 * hh], v1 = bf16_hi(u) - D[4 * nt + 2 * hh + 1];
                     uint32_t vd = 0;
                     if (r < Lc) {
@@ -202,21 +227,26 @@ template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_state
 // the W^T dV_new product summed apart and subtracted, as the mma.sync kernel does.
 namespace {
 template <int NC> struct WgDh {
-    static constexpr int NWG = 64 / NC, LDU = DR_C + 8;
-    static constexpr size_t TILE = 64 * 128, U_B = (size_t)DR_C * LDU * sizeof(bf16);
-    static constexpr size_t SLICE = 64 * 2 * NC;
-    static constexpr size_t stage = 4 * TILE + U_B; // K, Q, W, dO's slices (swizzled), dV_local (plain): 41 x 1024
-    static constexpr size_t off_ds = 2 * stage, off_dvn = off_ds + NWG * SLICE;
-    static constexpr size_t smem = off_dvn + NWG * SLICE + 1024;
+    static constexpr int NWG = 64 / NC;
+    static constexpr size_t TILE = 64 * 128, SLICE = 64 * 2 * NC;
+    static constexpr size_t stage = 5 * TILE; // K, Q, W, dO's slices, dV_local (swizzled): 40 x 1024
+    static constexpr size_t off_ds = 2 * stage, off_dvn = off_ds + NWG * SLICE, off_bar = off_dvn + NWG * SLICE;
+    static constexpr size_t smem = off_bar + 2 * sizeof(uint64_t) + 1024;
 };
-static_assert(WgDh<64>::stage % 1024 == 0, "swizzled tiles start on 1024-byte boundaries");
 } // namespace
 
-template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_dh_kernel(DrArgs a) {
+// TMA as the state's: K, Q, W, dV_local (and dO at NC = 64: its box is the one slice) by tensor map; the rows past a
+// partial chunk are not zeros then, so Q's scaling writes zeros there (Qg^T dO then adds nothing from them, and
+// dV_new's tile is zero there).
+template <int NC, bool TMA>
+__global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_dh_kernel(const __grid_constant__ WgArgs p) {
     using L = WgDh<NC>;
+    constexpr bool TMA_DO = TMA && NC == 64;
+    const DrArgs &a = p.a;
     constexpr int TPR = 2 * L::NWG, UPT = 8 / TPR; // Q's scaling: threads a row, 16-byte units a thread
     CU_DYN_SMEM(unsigned char, raw);
     unsigned char *sm = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
+    uint64_t *bar = reinterpret_cast<uint64_t *>(sm + L::off_bar);
     const int wg = threadIdx.x >> 7, C0 = NC * wg;
     unsigned char *dSs = sm + L::off_ds + wg * L::SLICE, *dVn = sm + L::off_dvn + wg * L::SLICE;
     const int j = blockIdx.y, b = blockIdx.z, i = j / a.G;
@@ -225,15 +255,28 @@ template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_dh_ke
 
     auto tiles = [&](int n, int buf) {
         unsigned char *K = sm + buf * L::stage, *Q = K + L::TILE, *W = Q + L::TILE, *dO = W + L::TILE;
-        bf16 *dl = reinterpret_cast<bf16 *>(dO + L::TILE);
+        unsigned char *dl = dO + L::TILE;
         const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
         const size_t tok0 = (size_t)b * a.T + t0, hr0 = bj * a.T + t0;
-        tile_load_slices<64>(K, (const bf16 *)a.k + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
-        tile_load_slices<64>(Q, (const bf16 *)a.q + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
-        tile_load_slices<64>(W, (const bf16 *)a.W + hr0 * 64, 64, Lc);
-        tile_load_slices<NC>(dO, (const bf16 *)a.dO + tok0 * a.lddo + (size_t)j * 64, a.lddo, Lc);
-        tile_load<DR_C, DR_C, L::LDU>(dl, (const bf16 *)a.dvloc + hr0 * 64, 64, Lc, 64);
-        cp_async_commit();
+        if constexpr (TMA) {
+            if (threadIdx.x == 0) {
+                mbar_arrive_expect_tx(&bar[buf], (TMA_DO ? 5 : 4) * L::TILE);
+                tma_load_2d(K, &p.tm[0], 64 * i, (int)tok0, &bar[buf]);
+                tma_load_2d(Q, &p.tm[1], 64 * i, (int)tok0, &bar[buf]);
+                tma_load_2d(W, &p.tm[2], 0, (int)hr0, &bar[buf]);
+                if (TMA_DO) tma_load_2d(dO, &p.tm[3], 64 * j, (int)tok0, &bar[buf]);
+                tma_load_2d(dl, &p.tm[4], 0, (int)hr0, &bar[buf]);
+            }
+        } else {
+            tile_load_slices<64>(K, (const bf16 *)a.k + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
+            tile_load_slices<64>(Q, (const bf16 *)a.q + tok0 * a.ldqk + (size_t)i * 64, a.ldqk, Lc);
+            tile_load_slices<64>(W, (const bf16 *)a.W + hr0 * 64, 64, Lc);
+            tile_load_slices<64>(dl, (const bf16 *)a.dvloc + hr0 * 64, 64, Lc);
+        }
+        if constexpr (!TMA_DO) {
+            tile_load_slices<NC>(dO, (const bf16 *)a.dO + tok0 * a.lddo + (size_t)j * 64, a.lddo, Lc);
+            cp_async_commit();
+        }
     };
     auto gload = [&](int n, float (&g)[4]) { // G of the two accumulator rows, of the Q row scaled, of the last
         const int t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
@@ -248,6 +291,12 @@ template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_dh_ke
 #pragma unroll
     for (int x = 0; x < NC / 2; x++) dS[x] = 0.0f;
     float gn[4];
+    if (TMA && threadIdx.x == 0) {
+        mbar_init(&bar[0], 1);
+        mbar_init(&bar[1], 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
     tiles(a.NT - 1, (a.NT - 1) & 1);
     gload(a.NT - 1, gn);
     const bool pairs_dv = tc_pairs_ok(a.dvnew, 64);
@@ -256,14 +305,15 @@ template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_dh_ke
         const int buf = n & 1, t0 = n * DR_C, Lc = min(DR_C, a.T - t0);
         const size_t hr0 = bj * a.T + t0;
         unsigned char *K = sm + buf * L::stage, *Q = K + L::TILE, *W = Q + L::TILE, *dO = W + L::TILE;
-        const bf16 *dl = reinterpret_cast<const bf16 *>(dO + L::TILE);
+        const unsigned char *dl = dO + L::TILE;
         const float G0 = gn[0], G1 = gn[1], GQ = gn[2], GL = gn[3];
         if (n > 0) {
             tiles(n - 1, buf ^ 1);
             gload(n - 1, gn);
         }
         wg_state_out<NC>(dS, dSs, reinterpret_cast<bf16 *>(a.dh) + dr_state_off(a, b, j, n), R0, C0); // dh_n = dS_end
-        cp_async_wait_current(n > 0);
+        if constexpr (TMA) mbar_wait(&bar[buf], ((a.NT - 1 - n) >> 1) & 1); // the stage's ((NT-1-n) >> 1)-th load
+        if constexpr (!TMA_DO) cp_async_wait_current(n > 0);
         __syncthreads();
         const int dl_ = dr_ds(a, b, t0, Lc, Lc - 1); // packed documents (delta_rule.cuh)
         if (qrow < Lc) { // Q <- bf16(s e^G q): TPR threads a row, UPT 16-byte units each
@@ -277,6 +327,10 @@ template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_dh_ke
                 for (int c = 0; c < 8; c++) x[c] *= f;
                 store_vec<bf16, 8>(qu, x);
             }
+        } else if (TMA) { // rows past the chunk: zeros (TMA brought the next rows of q)
+#pragma unroll
+            for (int w = 0; w < UPT; w++)
+                *reinterpret_cast<uint4 *>(Q + sw_off<64>(qrow, 8 * (UPT * (threadIdx.x % TPR) + w))) = make_uint4(0, 0, 0, 0);
         }
         wg_fence_proxy_smem(); // dS_end's tile, this thread's copies and Q's scaling, before the MMAs read them
         __syncthreads();
@@ -298,7 +352,7 @@ template <int NC> __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_dh_ke
                     const int r = R0 + acc_row(2 * hh), e = acc_col(nt, 0);
                     uint32_t packed = 0;
                     if (r < Lc) {
-                        const uint32_t l2 = *reinterpret_cast<const uint32_t *>(dl + r * L::LDU + C0 + e);
+                        const uint32_t l2 = *reinterpret_cast<const uint32_t *>(dl + sw_off<64>(r, C0 + e));
                         const float dec = hh ? dec1 : dec0;
                         const float v0 = bf16_lo(l2) + dec * D[4 * nt + 2 * hh], v1 = bf16_hi(l2) + dec * D[4 * nt + 2 * hh + 1];
                         packed = pack_bf16(v0, v1);
@@ -356,32 +410,64 @@ static int wg_columns() {
     if (nc != 64 && nc != 32 && nc != 16) die("GDN_CUDA_DR_WG_NC=%s: expected 64, 32 or 16 (columns a warpgroup)", forced);
     return nc;
 }
-
-template <int NC> static void launch_dh(const DrArgs &a) {
-    cu_launch("delta_rule_wg_dh", dr_wg_dh_kernel<NC>, dim3(1, a.HV, a.B), dim3(128 * (64 / NC)), WgDh<NC>::smem, a);
+// Tiles by TMA: GDN_CUDA_DR_WG_TMA = 1 (A/B runs, tests); cp.async by default.
+static bool wg_tma() {
+    const char *forced = getenv("GDN_CUDA_DR_WG_TMA");
+    if (!forced) return false;
+    if (strcmp(forced, "0") && strcmp(forced, "1")) die("GDN_CUDA_DR_WG_TMA=%s: expected 0 or 1", forced);
+    return forced[0] == '1';
 }
-template <int NC> static void launch_state(const DrArgs &a) {
-    cu_launch("delta_rule_wg_state", dr_wg_state_kernel<NC>, dim3(1, a.HV, a.B), dim3(128 * (64 / NC)),
-              WgState<NC>::smem, a);
+
+// A [rows][64] head-major act tensor's map (W, U, dV_local), and the 64-wide column block map of a token-major one.
+static void map_heads(CUtensorMap *m, const void *base, const DrArgs &a, const char *op) {
+    cu_tmap_2d_bf16(m, base, 64, (uint64_t)a.B * a.HV * a.T, 128, 64, 64, op);
+}
+static void map_tokens(CUtensorMap *m, const void *base, int ld, const DrArgs &a, const char *op) {
+    cu_tmap_2d_bf16(m, base, (uint64_t)ld, (uint64_t)a.B * a.T, (uint64_t)ld * 2, 64, 64, op);
+}
+
+template <int NC, bool TMA> static void launch_dh(const DrArgs &a) {
+    WgArgs p;
+    memset(&p, 0, sizeof p);
+    p.a = a;
+    if (TMA) {
+        map_tokens(&p.tm[0], a.k, a.ldqk, a, "delta_rule_wg_dh"), map_tokens(&p.tm[1], a.q, a.ldqk, a, "delta_rule_wg_dh");
+        map_heads(&p.tm[2], a.W, a, "delta_rule_wg_dh"), map_heads(&p.tm[4], a.dvloc, a, "delta_rule_wg_dh");
+        if (NC == 64) map_tokens(&p.tm[3], a.dO, a.lddo, a, "delta_rule_wg_dh");
+    }
+    cu_launch("delta_rule_wg_dh", dr_wg_dh_kernel<NC, TMA>, dim3(1, a.HV, a.B), dim3(128 * (64 / NC)), WgDh<NC>::smem, p);
+}
+template <int NC, bool TMA> static void launch_state(const DrArgs &a) {
+    WgArgs p;
+    memset(&p, 0, sizeof p);
+    p.a = a;
+    if (TMA) {
+        map_heads(&p.tm[0], a.W, a, "delta_rule_wg_state"), map_tokens(&p.tm[1], a.k, a.ldqk, a, "delta_rule_wg_state");
+        map_heads(&p.tm[2], a.U, a, "delta_rule_wg_state");
+    }
+    cu_launch("delta_rule_wg_state", dr_wg_state_kernel<NC, TMA>, dim3(1, a.HV, a.B), dim3(128 * (64 / NC)),
+              WgState<NC>::smem, p);
+}
+template <bool TMA> static void dispatch(const DrArgs &a, bool dh) {
+    const int nc = wg_columns();
+    if (nc == 64) dh ? launch_dh<64, TMA>(a) : launch_state<64, TMA>(a);
+    else if (nc == 32) dh ? launch_dh<32, TMA>(a) : launch_state<32, TMA>(a);
+    else dh ? launch_dh<16, TMA>(a) : launch_state<16, TMA>(a);
 }
 
 // The dh recurrence on wgmma under the same conditions as the state's (wg_takes), with 16-byte aligned q and dO rows.
 // Returns whether it ran.
 bool dr_wg_dh(const DrArgs &a) {
     if (!wg_takes(a) || ((uintptr_t)a.q & 15) || ((uintptr_t)a.dO & 15) || a.lddo % 8) return false;
-    const int nc = wg_columns();
-    if (nc == 64) launch_dh<64>(a);
-    else if (nc == 32) launch_dh<32>(a);
-    else launch_dh<16>(a);
+    if (wg_tma()) dispatch<true>(a, true);
+    else dispatch<false>(a, true);
     return true;
 }
 
 // Runs the kernel when it takes the call (wg_takes). Returns whether it ran.
 bool dr_wg_state(const DrArgs &a) {
     if (!wg_takes(a)) return false;
-    const int nc = wg_columns();
-    if (nc == 64) launch_state<64>(a);
-    else if (nc == 32) launch_state<32>(a);
-    else launch_state<16>(a);
+    if (wg_tma()) dispatch<true>(a, false);
+    else dispatch<false>(a, false);
     return true;
 }

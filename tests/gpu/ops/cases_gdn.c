@@ -246,9 +246,10 @@ void cases_delta(Rng *g, DeltaShape s, int big) {
     int ldqk = s.H * s.dk + s.pad, ldv = s.HV * s.dv + s.pad, ldo = s.HV * s.dv + 2 * s.pad;
     int N = s.B * s.T, NT = (s.T + 63) / 64, BH = s.B * s.HV;
     char shape[128];
-    char bv[16] = "";
+    char bv[32] = "";
     if (s.bv) snprintf(bv, sizeof bv, " bv=%d", s.bv);
     if (s.wg_nc) snprintf(bv + strlen(bv), sizeof bv - strlen(bv), " nc=%d", s.wg_nc);
+    if (s.wg_tma) snprintf(bv + strlen(bv), sizeof bv - strlen(bv), " tma");
     static const char *layout[] = {"", " docs fixed", " docs many"};
     snprintf(shape, sizeof shape, "B=%d T=%d H=%d HV=%d dk=%d dv=%d%s%s%s%s%s%s", s.B, s.T, s.H, s.HV, s.dk, s.dv,
              s.pad ? " ld+" : "", s.state ? " state" : "", s.h_save ? " h_save" : "", s.weak ? " weak" : "", bv,
@@ -257,7 +258,7 @@ void cases_delta(Rng *g, DeltaShape s, int big) {
     c->big = big;
     int *I = c->i;
     I[0] = s.B, I[1] = s.T, I[2] = s.H, I[3] = s.HV, I[4] = s.dk, I[5] = s.dv, I[6] = ldqk, I[7] = ldv, I[8] = ldo;
-    I[12] = s.bv, I[13] = s.wg_nc;
+    I[12] = s.bv, I[13] = s.wg_nc, I[14] = s.wg_tma;
     c->f[0] = 1.0f / sqrtf((float)s.dk);
     fill_delta_inputs(c, g, s, ldqk, ldv);
     add_t(c, "o", K_ACT, R_OUT, N, s.HV * s.dv, ldo, F32_CHAIN, B16_DELTA);
@@ -277,7 +278,7 @@ void cases_delta(Rng *g, DeltaShape s, int big) {
     int lddqk = s.H * s.dk + 3 * s.pad, lddv = s.HV * s.dv + s.pad, lddo = s.HV * s.dv + s.pad;
     I = c->i;
     I[0] = s.B, I[1] = s.T, I[2] = s.H, I[3] = s.HV, I[4] = s.dk, I[5] = s.dv, I[6] = ldqk, I[7] = ldv;
-    I[8] = lddo, I[9] = lddqk, I[10] = lddv, I[12] = s.bv, I[13] = s.wg_nc;
+    I[8] = lddo, I[9] = lddqk, I[10] = lddv, I[12] = s.bv, I[13] = s.wg_nc, I[14] = s.wg_tma;
     c->f[0] = 1.0f / sqrtf((float)s.dk);
     fill_delta_inputs(c, g, s, ldqk, ldv);
     fill_normal(add_in(c, "dO", K_ACT, N, s.HV * s.dv, lddo), g, 0, 1);
