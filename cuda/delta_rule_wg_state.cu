@@ -8,17 +8,21 @@
 // wgmma takes the chunk's whole [64 x 64] x [64 x 64] product from shared memory in four asynchronous k16 steps, so
 // one warpgroup a head covers the bytes' floor (~40 KB a chunk and head in and out: ~164 MB a layer, ~49 us on an
 // H100; FLA's kernel ~59; dh the same with Q and dO: FLA's dhu ~88 us). Measured (session 20, H100, ncu): state 153
-// us a layer against the mma.sync kernel's 150, dh 161 against 186; the products' bits are the mma.sync kernels' (the
-// same k16 steps in the same order: the step's loss and FLA's 20-step parity are unchanged to the last digit). Both
-// are far from that floor: ~1,400 (state) and ~1,700 (dh) instructions a warp a chunk, issue-bound with one warpgroup
-// an SM (notes/PERF.md). The default at dk = dv = 64 on sm_90; GDN_CUDA_DR_BV=16|32 forces the mma.sync kernels.
+// us a layer against the mma.sync kernel's 150, dh 161 against 186, issue-bound with one warpgroup an SM (~1,400 and
+// ~1,700 instructions a warp a chunk). So (session 21) the state's 64 columns are split among the block's
+// warpgroups (32 each by default: two warpgroups on the same W and K tiles, twice the warps to issue from) and the
+// tiles come by TMA (no copy instructions): state 84 us a layer, dh 101 (ncu, H100; notes/PERF.md). The products'
+// bits are the mma.sync kernels' in every form (the same k16 steps in the same order: the step's loss and FLA's
+// 20-step parity are unchanged to the last digit). The default at dk = dv = 64 on sm_90; GDN_CUDA_DR_BV=16|32 forces
+// the mma.sync kernels, GDN_CUDA_DR_WG_NC=64|32|16 the columns a warpgroup, GDN_CUDA_DR_WG_TMA=0 cp.async.
 //
 // Per chunk n (rows t0 .. t0 + Lc - 1), h the fp32 state in the accumulators' layout (hopper.cuh):
-//   h_n saved (bf16) and written as the B operand of W h (MN-major: [dk][dv] rows, 128-byte swizzle);
+//   h_n saved (bf16) and written as the B operand of W h (MN-major: a warpgroup's [dk][NC] slice, hopper.cuh's
+//   narrow swizzle);
 //   D = W h_n (A = the W tile, K-major);  V_new = U - D (saved);  Vd = bf16(e^{G_last - G} V_new), 0 past Lc;
 //   h = e^{G_last} h + K^T Vd (A = the K tile read MN-major, B = Vd MN-major).
 // The same roundings as the mma.sync kernel (h and Vd in bf16 as operands, V_new stored in bf16); the sums run in
-// wgmma's order, so bits may differ from it within fp32 rounding. Tiles come by cp.async one chunk ahead.
+// wgmma's order, so bits may differ from it within fp32 rounding. Tiles come one chunk ahead.
 #include "cuda/delta_rule.cuh"
 #include "cuda/hopper.cuh"
 
@@ -330,7 +334,8 @@ __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_dh_kernel(const __grid_
         } else if (TMA) { // rows past the chunk: zeros (TMA brought the next rows of q)
 #pragma unroll
             for (int w = 0; w < UPT; w++)
-                *reinterpret_cast<uint4 *>(Q + sw_off<64>(qrow, 8 * (UPT * (threadIdx.x % TPR) + w))) = make_uint4(0, 0, 0, 0);
+                *reinterpret_cast<uint4 *>(Q + sw_off<64>(qrow, 8 * (UPT * (threadIdx.x % TPR) + w))) =
+                    make_uint4(0, 0, 0, 0);
         }
         wg_fence_proxy_smem(); // dS_end's tile, this thread's copies and Q's scaling, before the MMAs read them
         __syncthreads();
@@ -339,7 +344,8 @@ __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_dh_kernel(const __grid_
             wg_fence();
 #pragma unroll
             for (int s = 0; s < 4; s++)
-                wgmma_m64nk16<NC, 0, 1>(D, wg_desc_sw128(smem_u32(K) + 32 * s), wg_desc_mn_sw<NC>(ds_a + 32 * NC * s), s);
+                wgmma_m64nk16<NC, 0, 1>(D, wg_desc_sw128(smem_u32(K) + 32 * s), wg_desc_mn_sw<NC>(ds_a + 32 * NC * s),
+                                        s);
             wg_commit();
             wg_wait<0>();
             wg_fence_regs(D);
@@ -354,7 +360,8 @@ __global__ void __launch_bounds__(128 * (64 / NC)) dr_wg_dh_kernel(const __grid_
                     if (r < Lc) {
                         const uint32_t l2 = *reinterpret_cast<const uint32_t *>(dl + sw_off<64>(r, C0 + e));
                         const float dec = hh ? dec1 : dec0;
-                        const float v0 = bf16_lo(l2) + dec * D[4 * nt + 2 * hh], v1 = bf16_hi(l2) + dec * D[4 * nt + 2 * hh + 1];
+                        const float v0 = bf16_lo(l2) + dec * D[4 * nt + 2 * hh];
+                        const float v1 = bf16_hi(l2) + dec * D[4 * nt + 2 * hh + 1];
                         packed = pack_bf16(v0, v1);
                         bf16 *o = reinterpret_cast<bf16 *>(a.dvnew) + (hr0 + r) * 64 + C0 + e;
                         if (pairs_dv) {
@@ -402,18 +409,21 @@ static bool wg_takes(const DrArgs &a) {
     return !mma_sync && a.dk == 64 && a.dv == 64 && cu_sm90() && !((uintptr_t)a.k & 15) && a.ldqk % 8 == 0;
 }
 
-// Columns a warpgroup (NC): GDN_CUDA_DR_WG_NC = 64, 32 or 16 (A/B runs, tests); 64 by default.
+// Columns a warpgroup (NC): GDN_CUDA_DR_WG_NC = 64, 32 or 16 (A/B runs, tests); 32 by default (session 21, H100,
+// ncu a layer: state 158 / 113 / 127 us at 64 / 32 / 16 with cp.async, dh 167 / 123 / 129).
 static int wg_columns() {
     const char *forced = getenv("GDN_CUDA_DR_WG_NC");
-    if (!forced) return 64;
+    if (!forced) return 32;
     const int nc = atoi(forced);
-    if (nc != 64 && nc != 32 && nc != 16) die("GDN_CUDA_DR_WG_NC=%s: expected 64, 32 or 16 (columns a warpgroup)", forced);
+    if (nc != 64 && nc != 32 && nc != 16)
+        die("GDN_CUDA_DR_WG_NC=%s: expected 64, 32 or 16 (columns a warpgroup)", forced);
     return nc;
 }
-// Tiles by TMA: GDN_CUDA_DR_WG_TMA = 1 (A/B runs, tests); cp.async by default.
+// Tiles by TMA by default (session 21, H100, at NC = 32: state 84 us a layer against 113 by cp.async, dh 101 against
+// 123); GDN_CUDA_DR_WG_TMA=0 takes cp.async (A/B runs, tests).
 static bool wg_tma() {
     const char *forced = getenv("GDN_CUDA_DR_WG_TMA");
-    if (!forced) return false;
+    if (!forced) return true;
     if (strcmp(forced, "0") && strcmp(forced, "1")) die("GDN_CUDA_DR_WG_TMA=%s: expected 0 or 1", forced);
     return forced[0] == '1';
 }
@@ -431,11 +441,13 @@ template <int NC, bool TMA> static void launch_dh(const DrArgs &a) {
     memset(&p, 0, sizeof p);
     p.a = a;
     if (TMA) {
-        map_tokens(&p.tm[0], a.k, a.ldqk, a, "delta_rule_wg_dh"), map_tokens(&p.tm[1], a.q, a.ldqk, a, "delta_rule_wg_dh");
+        map_tokens(&p.tm[0], a.k, a.ldqk, a, "delta_rule_wg_dh");
+        map_tokens(&p.tm[1], a.q, a.ldqk, a, "delta_rule_wg_dh");
         map_heads(&p.tm[2], a.W, a, "delta_rule_wg_dh"), map_heads(&p.tm[4], a.dvloc, a, "delta_rule_wg_dh");
         if (NC == 64) map_tokens(&p.tm[3], a.dO, a.lddo, a, "delta_rule_wg_dh");
     }
-    cu_launch("delta_rule_wg_dh", dr_wg_dh_kernel<NC, TMA>, dim3(1, a.HV, a.B), dim3(128 * (64 / NC)), WgDh<NC>::smem, p);
+    cu_launch("delta_rule_wg_dh", dr_wg_dh_kernel<NC, TMA>, dim3(1, a.HV, a.B), dim3(128 * (64 / NC)), WgDh<NC>::smem,
+              p);
 }
 template <int NC, bool TMA> static void launch_state(const DrArgs &a) {
     WgArgs p;

@@ -3,10 +3,10 @@
 // both operands from shared memory through matrix descriptors.
 //
 // Layouts used throughout (the only ones the emulator accepts, so a kernel that assumes another fails there), all
-// but the narrow one with the 128-byte swizzle: the 16-byte unit c of a 128-byte row r sits at unit c ^ (r % 8). TMA writes it so
-// (CU_TENSOR_MAP_SWIZZLE_128B, a box 64 wide) and the wgmma descriptor reads it so (layout type 1). The swizzle is a
-// function of the absolute shared-memory address (bits 4-6 ^= bits 7-9), so every tile starts on a 1024-byte
-// boundary.
+// but the narrow one with the 128-byte swizzle: the 16-byte unit c of a 128-byte row r sits at unit c ^ (r % 8).
+// TMA writes it so (CU_TENSOR_MAP_SWIZZLE_128B, a box 64 wide) and the wgmma descriptor reads it so (layout type 1).
+// The swizzle is a function of the absolute shared-memory address (bits 4-6 ^= bits 7-9), so every tile starts on a
+// 1024-byte boundary.
 //  - K-major (wg_desc_sw128): 64 bf16 of K per 128-byte row, one row per M (or N) index, 8-row groups 1024 bytes
 //    apart (stride byte offset); the k16 steps inside a 64-wide tile advance the start address by 32 bytes. A TMA
 //    box [rows x 64 of K] of a row-major matrix whose rows run along K.

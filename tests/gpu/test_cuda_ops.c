@@ -123,12 +123,13 @@ static void build_cases(int quick) {
         cases_delta(&gw, (DeltaShape){1, 200, 1, 2, 64, 64, 8, 0, 1, 0, 64}, 0);
         // the mma.sync serial kernels at the 300M's heads (the wgmma ones take dk = dv = 64 by default on sm_90)
         cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, 16}, 0);
-        // the state's columns split among 2 and 4 warpgroups (GDN_CUDA_DR_WG_NC = 32, 16: the narrow swizzles)
-        cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, .wg_nc = 32}, 0);
-        cases_delta(&gw, (DeltaShape){1, 200, 1, 2, 64, 64, 8, 0, 1, 0, .wg_nc = 16}, 0);
-        // their tiles by TMA (GDN_CUDA_DR_WG_TMA=1): the rows past a partial chunk are the next batch's, not zeros
-        cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, .wg_tma = 1}, 0);
-        cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, .wg_nc = 32, .wg_tma = 1}, 0);
+        // the other forms (the default above: 32 columns a warpgroup, tiles by TMA): 64 and 16 columns (1 and 4
+        // warpgroups; the 128-, 32-byte swizzles), tiles by cp.async (zeros past a partial chunk) or TMA (the next
+        // batch's rows there)
+        cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, .wg_nc = 32, .wg_tma = -1}, 0);
+        cases_delta(&gw, (DeltaShape){1, 200, 1, 2, 64, 64, 8, 0, 1, 0, .wg_nc = 16, .wg_tma = -1}, 0);
+        cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, .wg_nc = 64, .wg_tma = -1}, 0);
+        cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, .wg_nc = 64, .wg_tma = 1}, 0);
         cases_delta(&gw, (DeltaShape){2, 100, 1, 2, 64, 64, 8, 0, 1, 0, .wg_nc = 16, .wg_tma = 1}, 0);
     }
     cases_delta(&g, (DeltaShape){1, 100, 1, 1, 128, 64, 0, 1, 1, 1}, 0); // dk = 128 (CUDA-core kernels in bf16)
@@ -852,8 +853,8 @@ int main(int argc, char **argv) {
         char nc[16] = "";
         if (!strncmp(c->op, "delta_rule", 10) && c->i[13] > 0) snprintf(nc, sizeof nc, "%d", c->i[13]);
         if (nc[0]) setenv("GDN_CUDA_DR_WG_NC", nc, 1);
-        const int tma = !strncmp(c->op, "delta_rule", 10) && c->i[14] > 0;
-        if (tma) setenv("GDN_CUDA_DR_WG_TMA", "1", 1);
+        const int tma = !strncmp(c->op, "delta_rule", 10) ? c->i[14] : 0;
+        if (tma) setenv("GDN_CUDA_DR_WG_TMA", tma > 0 ? "1" : "0", 1);
         // the decode block kernel is opt-in (GDN_DECODE_BLOCK=1): its cases run it unless the caller chose
         const int block_env = !strcmp(c->op, "gdn_decode_block_fwd") && !getenv("GDN_DECODE_BLOCK");
         if (block_env) setenv("GDN_DECODE_BLOCK", "1", 1);

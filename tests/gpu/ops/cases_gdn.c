@@ -249,7 +249,7 @@ void cases_delta(Rng *g, DeltaShape s, int big) {
     char bv[32] = "";
     if (s.bv) snprintf(bv, sizeof bv, " bv=%d", s.bv);
     if (s.wg_nc) snprintf(bv + strlen(bv), sizeof bv - strlen(bv), " nc=%d", s.wg_nc);
-    if (s.wg_tma) snprintf(bv + strlen(bv), sizeof bv - strlen(bv), " tma");
+    if (s.wg_tma) snprintf(bv + strlen(bv), sizeof bv - strlen(bv), s.wg_tma > 0 ? " tma" : " cp.async");
     static const char *layout[] = {"", " docs fixed", " docs many"};
     snprintf(shape, sizeof shape, "B=%d T=%d H=%d HV=%d dk=%d dv=%d%s%s%s%s%s%s", s.B, s.T, s.H, s.HV, s.dk, s.dv,
              s.pad ? " ld+" : "", s.state ? " state" : "", s.h_save ? " h_save" : "", s.weak ? " weak" : "", bv,

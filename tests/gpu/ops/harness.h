@@ -138,7 +138,7 @@ typedef struct {
               // width, 64 the wgmma state and dh kernels (also the default at dk = dv = 64 on sm_90)
     int docs; // packed-document layout (doc_layout): 0 none, 1 fixed starts, 2 hundreds of short documents
     int wg_nc;  // > 0: GDN_CUDA_DR_WG_NC, the wgmma kernels' columns a warpgroup (64, 32, 16)
-    int wg_tma; // 1: GDN_CUDA_DR_WG_TMA=1, the wgmma kernels' tiles by TMA
+    int wg_tma; // 1: GDN_CUDA_DR_WG_TMA=1 (the wgmma kernels' tiles by TMA, the default), -1: =0 (by cp.async)
 } DeltaShape;
 void cases_delta(Rng *g, DeltaShape s, int big);
 void check_delta_scratch(const Backend *be); // delta_rule_fwd/_bwd with the caller's scratch == without, bits; no overrun
