@@ -4,7 +4,8 @@
 # ../shared/tools; FLA's fla/ package in .fla/) at micro-batch 16, 32 and 64 for the 300M, optionally the 1B
 # and decoding, and prints the ratio table last.
 #   BENCH_B="16 32 64"  BENCH_1B=1  BENCH_DECODE=1  BENCH_STEPS=10  FLA_STEPS=12  FLA_TIMEOUT=420 (s per FLA run: its
-#   autotuning takes ~3 min for the first shape, ~45 s for each next one)
+#   autotuning takes ~3 min for the first shape, ~45 s for each next one)  FLA_PLAN="bf16-fce:16" (FLA's variants and
+#   micro-batches for the 300M; both variants at BENCH_B by default)
 # Logs and fla_results*.json go to build/bench_out (and a tarball to $OUT when the device tool sets it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,7 @@ gdn_bench() { # gdn_bench TAG CONFIG B
 plan=""; for b in $BS; do plan="$plan,$b"; done; plan=${plan#,}
 for b in $BS; do gdn_bench 300m_a configs/gdn-300m.yaml "$b"; done
 timeout "${FLA_TIMEOUT:-420}" python3 .flabench/fla_bench.py --out "$O" --sections env,train \
-    --train-plan "bf16-fce:$plan;amp-fce:$plan" --steps "${FLA_STEPS:-12}" > "$O/fla_300m.log" 2>&1
+    --train-plan "${FLA_PLAN:-bf16-fce:$plan;amp-fce:$plan}" --steps "${FLA_STEPS:-12}" > "$O/fla_300m.log" 2>&1
 cp "$O/fla_results.json" "$O/fla_results_300m.json" 2>/dev/null
 grep "train\[" "$O/fla_300m.log" | grep "ms/step" || tail -5 "$O/fla_300m.log"
 for b in $BS; do gdn_bench 300m_b configs/gdn-300m.yaml "$b"; done
