@@ -131,6 +131,8 @@ static void build_cases(int quick) {
         cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, .wg_nc = 64, .wg_tma = -1}, 0);
         cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, .wg_nc = 64, .wg_tma = 1}, 0);
         cases_delta(&gw, (DeltaShape){2, 100, 1, 2, 64, 64, 8, 0, 1, 0, .wg_nc = 16, .wg_tma = 1}, 0);
+        // packed documents through the default form: starts inside chunks and on their edges, state and h_save
+        cases_delta(&gw, (DeltaShape){2, 150, 2, 4, 64, 64, 0, 1, 1, 1, .docs = 1}, 0);
     }
     cases_delta(&g, (DeltaShape){1, 100, 1, 1, 128, 64, 0, 1, 1, 1}, 0); // dk = 128 (CUDA-core kernels in bf16)
     cases_delta(&g, (DeltaShape){2, 256, 4, 8, 64, 64, 0, 0, 1}, 1);  // 300M heads
@@ -139,8 +141,9 @@ static void build_cases(int quick) {
     cases_delta(&g, (DeltaShape){1, 5, 2, 4, 32, 48, 3, 1, 0}, 0);    // GVA 2, dv not a multiple of 32, strides
     cases_delta(&g, (DeltaShape){1, 16, 1, 1, 128, 128, 0, 1, 0}, 0); // the largest heads, T at the limit
     cases_delta(&g, (DeltaShape){3, 2, 1, 2, 16, 16, 0, 0, 0}, 0);    // no state: starts from zero
-    // packed documents (CUDA-core kernels in both modes): fixed starts (length 1, inside chunks, on the edges 64
-    // and 128), hundreds of short documents; state and h_save given or not, GVA, strides, weak decays
+    // packed documents (fp32: the CUDA-core kernels; bf16: the tensor-core ones, and at dk = dv = 64 the wgmma
+    // recurrences): fixed starts (length 1, inside chunks, on the edges 64 and 128), hundreds of short documents;
+    // state and h_save given or not, GVA, strides, weak decays
     cases_delta(&g, (DeltaShape){2, 300, 2, 4, 32, 32, 8, 1, 1, 0, 0, 1}, 0);
     cases_delta(&g, (DeltaShape){1, 600, 1, 2, 64, 64, 0, 0, 0, 1, 0, 2}, 0);
     cases_delta(&g, (DeltaShape){2, 200, 2, 4, 64, 48, 3, 1, 0, 1, 0, 1}, 0);
