@@ -26,12 +26,12 @@
 #include "cuda/delta_rule.cuh"
 #include "cuda/hopper.cuh"
 
-// The state's 64 columns (dv) split among 64 / NC warpgroups of a block, NC each (GDN_CUDA_DR_WG_NC = 64, 32, 16):
+// The state's 64 columns (dv) split among 64 / NC warpgroups of a block, NC each (32 by default; GDN_CUDA_DR_WG_NC):
 // each warpgroup's products read the block's shared W, K (Q) tiles and its own [64][NC] column slices of the state
 // and V_new (m64nNCk16), so a block holds 2 or 4 warpgroups on the same bytes, and an SM more warps to issue from.
 namespace {
-// The kernels' arguments: the call's and, with TMA (GDN_CUDA_DR_WG_TMA=1), the tensor maps of the tiles they load
-// (state: W, K, U; dh: K, Q, W, dO, dV_local), each a 64 x 64 box with the 128-byte swizzle.
+// The kernels' arguments: the call's and, with TMA (the default; GDN_CUDA_DR_WG_TMA=0: cp.async), the tensor maps of
+// the tiles they load (state: W, K, U; dh: K, Q, W, dO, dV_local), each a 64 x 64 box with the 128-byte swizzle.
 struct WgArgs {
     CUtensorMap tm[5];
     DrArgs a;
