@@ -160,8 +160,12 @@ void mbar_wait(uint64_t *bar, unsigned parity) {
 }
 
 // ---- TMA
-// The 128-byte swizzle of the shared address a (bits 4-6 ^= bits 7-9).
-static uint32_t swz128(uint32_t a) { return a ^ (((a >> 7) & 7) << 4); }
+// The swizzle of wgmma descriptor layout type `layout` (1, 2, 3: 128, 64, 32 bytes) on the shared address a: bits
+// 4-6 (4-5, 4) ^= bits 7-9 (7-8, 7). TMA writes the 128-byte one (1).
+static uint32_t swz(uint32_t a, unsigned layout) {
+    const uint32_t mask = layout == 1 ? 7 : layout == 2 ? 3 : 1;
+    return a ^ (((a >> 7) & mask) << 4);
+}
 
 void tmap_encode_2d(void *map, const void *base, uint64_t inner, uint64_t outer, uint64_t row_bytes,
                     uint32_t box_inner, uint32_t box_outer) {
@@ -187,7 +191,7 @@ static void tma_land(const TmaLoad &L) {
             uint16_t v = 0;
             if (row >= 0 && row < (int64_t)t.outer && col >= 0 && col < (int64_t)t.inner)
                 memcpy(&v, t.base + (size_t)row * t.row_bytes + 2 * (size_t)col, 2);
-            memcpy(g_smem + (swz128(a0 + rr * 128 + 2 * cc) - SMEM_BASE), &v, 2);
+            memcpy(g_smem + (swz(a0 + rr * 128 + 2 * cc, 1) - SMEM_BASE), &v, 2);
         }
     MBar *m = mbar_get((const uint64_t *)(g_smem + L.bar_off), "a TMA load's completion");
     m->tx -= (long)t.box_inner * t.box_outer * 2;
@@ -240,13 +244,7 @@ static void wg_collective(WgFn fn, const char *name, WgThread *me) {
     to_scheduler();
 }
 
-// The swizzle of descriptor layout type `layout` (1, 2, 3: 128, 64, 32 bytes) on the shared address a: bits 4-6
-// (4-5, 4) ^= bits 7-9 (7-8, 7).
-static uint32_t swz(uint32_t a, unsigned layout) {
-    const uint32_t mask = layout == 1 ? 7 : layout == 2 ? 3 : 1;
-    return a ^ (((a >> 7) & mask) << 4);
-}
-// Bytes a row of a tile with that layout holds: 128, 64, 32.
+// Bytes a row of a tile with layout type `layout` holds: 128, 64, 32.
 static uint32_t swz_row_bytes(unsigned layout) { return 128u >> (layout - 1); }
 
 // The tile's start address, checked: no base offset; K-major: the 128-byte swizzle, 8-row groups 1024 bytes apart,
